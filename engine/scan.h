@@ -1,0 +1,33 @@
+/* Workspace discovery: one walk per execution (getdents + fstatat, never following
+ * symlinks) that turns the plan's declarative workspace rules into concrete rules. */
+#ifndef A3S_SCAN_H
+#define A3S_SCAN_H
+
+#include "a3s_sandbox.h"
+#include "plan.h"
+#include "util.h"
+
+typedef struct a3s_scan_result {
+    a3s_strv missing_dirs;  /* protected directory names absent at top level (to pin) */
+    a3s_strv missing_files; /* protected file names absent at top level (to pin) */
+    uint64_t entries;       /* entries visited */
+} a3s_scan_result;
+
+/* Adds to the plan, all with discovered = true and prov "<scan>":
+ *  - PROTECT for every top-level entry whose name equals a protect_dirs/protect_files
+ *    name case-insensitively, and for the resolved target of a `.git` file's
+ *    "gitdir: PATH" line (relative to the workspace);
+ *  - MASK for every entry (any type) whose name starts with a secret prefix
+ *    case-insensitively, anywhere, except below scan_skip directories;
+ *  - MASK for every regular file with link count > 1 outside scan_skip and protected
+ *    directories;
+ *  - MASK for files inside scan_skip package stores ("node_modules", "target") whose
+ *    (dev, inode) equals that of a MASK'ed file with link count > 1.
+ * Fails closed (A3S_ERR_POLICY) when a protected or secret path is a symbolic link
+ * ("refusing a symbolic link at protected workspace path ..."), when the depth limit or
+ * the entry limit of the plan is exceeded ("workspace scan depth limit N exceeded at
+ * ..."/"workspace scan entry limit N exceeded"), or on an I/O error other than ENOENT. */
+int a3s_scan_workspace(a3s_plan *p, a3s_scan_result *out, a3s_error *err);
+void a3s_scan_result_free(a3s_scan_result *r);
+
+#endif

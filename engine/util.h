@@ -1,0 +1,52 @@
+/* Small shared helpers: error filling, string vectors, safe I/O. */
+#ifndef A3S_UTIL_H
+#define A3S_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "a3s_sandbox.h"
+
+#if defined(__GNUC__)
+#define A3S_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define A3S_PRINTF(a, b)
+#endif
+
+/* Fill err (may be NULL) with code and a formatted message; returns -1 so callers can
+ * `return a3s_fail(err, ...)`. */
+int a3s_fail(a3s_error *err, int code, const char *fmt, ...) A3S_PRINTF(3, 4);
+/* Same, appending ": strerror(errno)" from the errno value given. */
+int a3s_fail_errno(a3s_error *err, int code, int errnum, const char *fmt, ...) A3S_PRINTF(4, 5);
+
+/* A growable NULL-terminated vector of owned strings. */
+typedef struct a3s_strv {
+    char **v;
+    size_t n, cap;
+} a3s_strv;
+
+int a3s_strv_push(a3s_strv *sv, const char *s);              /* copies s; -1 on ENOMEM */
+int a3s_strv_pushf(a3s_strv *sv, const char *fmt, ...) A3S_PRINTF(2, 3);
+void a3s_strv_free(a3s_strv *sv);
+
+char *a3s_strdup(const char *s);                             /* NULL on ENOMEM */
+char *a3s_strndup(const char *s, size_t n);
+
+/* read/write loops that retry on EINTR; write_all returns 0 or -1 with errno. */
+int a3s_write_all(int fd, const void *buf, size_t len);
+ssize_t a3s_read_retry(int fd, void *buf, size_t len);
+
+/* Path helpers. A "clean" path is absolute, has no empty, "." or ".." components and no
+ * trailing slash (except "/" itself). */
+bool a3s_path_is_clean(const char *p);
+/* true when p equals root or lies strictly below it (both clean). */
+bool a3s_path_within(const char *p, const char *root);
+/* number of components of a clean path ("/" = 0, "/a/b" = 2) */
+int a3s_path_depth(const char *p);
+
+/* Monotonic milliseconds. */
+unsigned long long a3s_now_ms(void);
+
+#endif

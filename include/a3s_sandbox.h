@@ -1,0 +1,123 @@
+/* a3s-sandbox public C API.
+ *
+ * A sandbox handle binds a workspace to a policy. Every exec evaluates the policy into a
+ * plan, validates and freezes it, then runs the command under the Linux backend
+ * (bubblewrap namespaces + a libseccomp filter). Library calls never print or exit: they
+ * return a status and fill an a3s_error. */
+#ifndef A3S_SANDBOX_H
+#define A3S_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define A3S_SANDBOX_VERSION "0.1.0"
+
+/* Error classes. A3S_ERR_REFUSED and A3S_ERR_SETUP both mean "nothing ran". */
+enum a3s_status {
+    A3S_OK = 0,
+    A3S_ERR_INVALID = 1,  /* bad argument or request (timeout 0, NUL, bad env entry) */
+    A3S_ERR_POLICY = 2,   /* the policy failed, was refused, or produced an invalid plan */
+    A3S_ERR_SETUP = 3,    /* the boundary could not be set up (bwrap, userns, scratch...) */
+    A3S_ERR_INTERNAL = 4, /* out of memory, unexpected system failure */
+};
+
+typedef struct a3s_error {
+    int code;        /* enum a3s_status */
+    char msg[2048];  /* "what failed: why" */
+} a3s_error;
+
+typedef struct a3s_sandbox a3s_sandbox;
+
+typedef struct a3s_options {
+    const char *workspace;          /* NULL: current directory */
+    const char *policy;             /* name or file; NULL: "baseline" */
+    const char *bwrap;              /* NULL: $A3S_SANDBOX_BWRAP or /usr/bin/bwrap */
+    const char *const *policy_path; /* extra policy dirs (NULL-terminated) or NULL */
+    const char *const *host_env;    /* environment the policy may read; NULL: environ */
+    bool allow_process_host;        /* explicit opt-in to the unconfined fallback (SPEC §7) */
+} a3s_options;
+
+enum a3s_stream { A3S_STDOUT = 1, A3S_STDERR = 2 };
+
+/* Live output observer. `head_len` is how many leading bytes of this chunk were kept in
+ * the capture's head (a live consumer that mirrors the capture prints exactly those). */
+typedef void (*a3s_output_fn)(void *ud, int stream, const char *data, size_t len,
+                              size_t head_len);
+
+typedef struct a3s_exec_request {
+    const char *const *argv;   /* argv form (runs as given), or NULL */
+    const char *shell_command; /* `bash -c` form, or NULL; exactly one of the two */
+    int64_t timeout_ms;        /* < 0: the policy ceiling; 0 is refused */
+    const char *const *env;    /* explicit "NAME=VALUE" entries, NULL-terminated, or NULL */
+    int stdin_fd;              /* >= 0: forwarded to the command; < 0: see stdin_data */
+    const char *stdin_data;    /* used when stdin_fd < 0; NULL: /dev/null */
+    size_t stdin_len;
+    a3s_output_fn on_output;
+    void *output_ud;
+} a3s_exec_request;
+
+#define A3S_EXEC_REQUEST_INIT {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL}
+
+typedef struct a3s_result {
+    /* Rendered captures (head, marker, tail), lossy UTF-8, NUL-terminated. */
+    char *stdout_text, *stderr_text;
+    size_t stdout_len, stderr_len;
+    /* The raw bytes that follow each stream's head in the rendering (marker + tail), for
+     * live consumers that already printed the head (see a3s_output_fn). */
+    char *stdout_rest, *stderr_rest;
+    size_t stdout_rest_len, stderr_rest_len;
+    int exit_code;      /* valid when has_exit_code */
+    bool has_exit_code; /* false when the tree was killed (deadline) */
+    int signal;         /* valid when has_signal: the signal that ended the command */
+    bool has_signal;
+    bool timed_out, truncated;
+    uint64_t total_bytes, captured_bytes, duration_ms;
+    char policy[128];
+    char policy_digest[65];
+    const char *backend; /* "linux-bwrap" or "process-host" (static string) */
+    char *denials_json;  /* JSON array text, never NULL after a successful exec */
+} a3s_result;
+
+const char *a3s_version(void);
+
+/* Create a sandbox: canonicalize the workspace, resolve bwrap and bash, load and evaluate
+ * the policy once (so a broken policy fails here). Returns NULL and fills err on failure. */
+a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err);
+void a3s_sandbox_free(a3s_sandbox *sb);
+
+const char *a3s_sandbox_workspace(const a3s_sandbox *sb);
+const char *a3s_sandbox_policy_name(const a3s_sandbox *sb);
+/* "linux-bwrap", or "process-host" when the opt-in fallback is in force. */
+const char *a3s_sandbox_backend(const a3s_sandbox *sb);
+/* Non-NULL when the opt-in fallback is in force: why the native boundary is unusable. */
+const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb);
+
+/* Run a command. Returns A3S_OK when the command ran (whatever its status, including a
+ * deadline kill), else an error and nothing ran. Release r with a3s_result_free. */
+int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
+                     a3s_error *err);
+void a3s_result_free(a3s_result *r);
+/* The result as one JSON object (SPEC §2); malloc'd, NULL on ENOMEM. */
+char *a3s_result_json(const a3s_result *r);
+
+/* Run the marker command through the real boundary; A3S_OK when it works. */
+int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err);
+
+/* Policy digest (64 lower-case hex + NUL). */
+int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
+/* Frozen plan / capability report as JSON text (malloc'd); NULL and err on failure. */
+char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err);
+char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
+
+/* Evaluate and validate a policy file without a sandbox; A3S_OK when it is valid. */
+int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
