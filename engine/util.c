@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 static void fill(a3s_error *err, int code, int errnum, const char *fmt, va_list ap)
+    A3S_PRINTF(4, 0);
+static void fill(a3s_error *err, int code, int errnum, const char *fmt, va_list ap)
 {
     if (!err)
         return;

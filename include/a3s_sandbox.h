@@ -24,6 +24,7 @@ enum a3s_status {
     A3S_ERR_POLICY = 2,   /* the policy failed, was refused, or produced an invalid plan */
     A3S_ERR_SETUP = 3,    /* the boundary could not be set up (bwrap, userns, scratch...) */
     A3S_ERR_INTERNAL = 4, /* out of memory, unexpected system failure */
+    A3S_ERR_ABORTED = 5,  /* the output observer asked to stop: the tree was killed */
 };
 
 typedef struct a3s_error {
@@ -44,10 +45,13 @@ typedef struct a3s_options {
 
 enum a3s_stream { A3S_STDOUT = 1, A3S_STDERR = 2 };
 
-/* Live output observer. `head_len` is how many leading bytes of this chunk were kept in
- * the capture's head (a live consumer that mirrors the capture prints exactly those). */
-typedef void (*a3s_output_fn)(void *ud, int stream, const char *data, size_t len,
-                              size_t head_len);
+/* Live output observer, called in the caller's thread for every chunk read (unbounded:
+ * chunks past the budget are delivered too). `head_len` is how many leading bytes of this
+ * chunk were kept in the capture's head (a live consumer that mirrors the capture prints
+ * exactly those). Return 0 to go on; anything else kills the whole tree at once and the
+ * exec returns A3S_ERR_ABORTED. */
+typedef int (*a3s_output_fn)(void *ud, int stream, const char *data, size_t len,
+                             size_t head_len);
 
 typedef struct a3s_exec_request {
     const char *const *argv;   /* argv form (runs as given), or NULL */

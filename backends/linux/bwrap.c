@@ -1,0 +1,354 @@
+#include "bwrap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,
+                          char **out, a3s_error *err)
+{
+    *out = NULL;
+    if (!path || path[0] != '/')
+        return a3s_fail(err, A3S_ERR_SETUP, "%s: '%s' is not an absolute path", what,
+                        path ? path : "");
+    char *real = realpath(path, NULL);
+    if (!real)
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "%s: %s", what, path);
+    struct stat st;
+    if (stat(real, &st) < 0) {
+        int e = errno;
+        free(real);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "%s: %s", what, path);
+    }
+    if (!S_ISREG(st.st_mode) || !(st.st_mode & 0111) || access(real, X_OK) < 0) {
+        a3s_fail(err, A3S_ERR_SETUP, "%s: %s is not an executable file", what, real);
+        free(real);
+        return -1;
+    }
+    if (workspace && a3s_path_within(real, workspace)) {
+        a3s_fail(err, A3S_ERR_SETUP,
+                 "%s: refusing executable %s from inside the active workspace", what, real);
+        free(real);
+        return -1;
+    }
+    *out = real;
+    return 0;
+}
+
+/* One mount the backend decided to emit, for visibility questions. */
+typedef struct emitted {
+    enum a3s_fs_kind kind;
+    const char *path;
+} emitted;
+
+typedef struct builder {
+    a3s_strv *out;
+    emitted *em;
+    size_t nem, capem;
+    const char **remount; /* directories to remount read-only at the end */
+    size_t nremount, capremount;
+    int failed;
+} builder;
+
+static void push(builder *b, const char *s)
+{
+    if (a3s_strv_push(b->out, s) < 0)
+        b->failed = 1;
+}
+
+static void push3(builder *b, const char *a, const char *c, const char *d)
+{
+    push(b, a);
+    push(b, c);
+    if (d)
+        push(b, d);
+}
+
+static void remember(builder *b, enum a3s_fs_kind kind, const char *path)
+{
+    if (b->nem == b->capem) {
+        size_t cap = b->capem ? b->capem * 2 : 32;
+        emitted *n = realloc(b->em, cap * sizeof *n);
+        if (!n) {
+            b->failed = 1;
+            return;
+        }
+        b->em = n;
+        b->capem = cap;
+    }
+    b->em[b->nem++] = (emitted){kind, path};
+}
+
+static void remember_remount(builder *b, const char *path)
+{
+    if (b->nremount == b->capremount) {
+        size_t cap = b->capremount ? b->capremount * 2 : 16;
+        const char **n = realloc(b->remount, cap * sizeof *n);
+        if (!n) {
+            b->failed = 1;
+            return;
+        }
+        b->remount = n;
+        b->capremount = cap;
+    }
+    b->remount[b->nremount++] = path;
+}
+
+/* The kind of the deepest mount emitted so far that covers path; -1 means the host
+ * root (read-only). Later mounts at the same depth win, as in the kernel. */
+static int covering(const builder *b, const char *path)
+{
+    int kind = -1, depth = -1;
+    for (size_t i = 0; i < b->nem; i++) {
+        if (!a3s_path_within(path, b->em[i].path))
+            continue;
+        int d = a3s_path_depth(b->em[i].path);
+        if (d >= depth) {
+            depth = d;
+            kind = (int)b->em[i].kind;
+        }
+    }
+    return kind;
+}
+
+static bool hidden_kind(int k)
+{
+    return k == A3S_FS_HIDE || k == A3S_FS_TMPFS || k == A3S_FS_MASK;
+}
+
+static const char *prov_str(const a3s_fs_rule *r, char *buf, size_t n)
+{
+    if (r->prov.file)
+        snprintf(buf, n, "%s:%d", r->prov.file, r->prov.line);
+    else
+        snprintf(buf, n, "%s", r->discovered ? "<scan>" : "<engine>");
+    return buf;
+}
+
+/* Sort key: depth, then declaration order (qsort is not stable). */
+typedef struct ordered {
+    const a3s_fs_rule *r;
+    int depth;
+    size_t idx;
+} ordered;
+
+static int cmp_ordered(const void *a, const void *b)
+{
+    const ordered *x = a, *y = b;
+    if (x->depth != y->depth)
+        return x->depth < y->depth ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+/* lstat a rule path: 1 present (is_dir set), 0 missing, -1 error (err filled). */
+static int probe_path(const a3s_fs_rule *r, bool *is_dir, a3s_error *err)
+{
+    struct stat st;
+    char pv[600];
+    if (lstat(r->path, &st) < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            if (r->optional || r->kind == A3S_FS_MASK)
+                return 0;
+            return a3s_fail(err, A3S_ERR_SETUP, "sandbox path %s (%s) does not exist",
+                            r->path, prov_str(r, pv, sizeof pv));
+        }
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "sandbox path %s (%s)", r->path,
+                              prov_str(r, pv, sizeof pv));
+    }
+    if (S_ISLNK(st.st_mode))
+        return a3s_fail(err, A3S_ERR_SETUP,
+                        "refusing a symbolic link at %s sandbox path %s (%s)",
+                        r->kind == A3S_FS_MASK ? "read-denied"
+                        : r->kind == A3S_FS_PROTECT ? "write-denied"
+                                                    : a3s_fs_kind_name(r->kind),
+                        r->path, prov_str(r, pv, sizeof pv));
+    *is_dir = S_ISDIR(st.st_mode);
+    return 1;
+}
+
+static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
+{
+    bool is_dir = false;
+    int cov = covering(b, r->path);
+    /* Inside something already hidden, a hide or mask adds nothing. */
+    if ((r->kind == A3S_FS_HIDE || r->kind == A3S_FS_MASK || r->kind == A3S_FS_PROTECT) &&
+        hidden_kind(cov))
+        return 0;
+    /* Read-only over read-only is the same view: skip the redundant mount (fast path). */
+    if ((r->kind == A3S_FS_RO || r->kind == A3S_FS_PROTECT) &&
+        (cov == -1 || cov == A3S_FS_RO || cov == A3S_FS_PROTECT))
+        return 0;
+    int pr = probe_path(r, &is_dir, err);
+    if (pr <= 0)
+        return pr;
+    switch (r->kind) {
+    case A3S_FS_HIDE:
+    case A3S_FS_MASK:
+        if (is_dir) {
+            push3(b, "--tmpfs", r->path, NULL);
+            remember_remount(b, r->path);
+        } else {
+            /* A /dev/null bind on a nodev mount: open() fails with EACCES. */
+            push3(b, "--ro-bind", "/dev/null", r->path);
+        }
+        break;
+    case A3S_FS_TMPFS:
+        if (!is_dir)
+            return a3s_fail(err, A3S_ERR_SETUP, "tmpfs path %s is not a directory", r->path);
+        push3(b, "--perms", "01777", NULL);
+        push3(b, "--tmpfs", r->path, NULL);
+        break;
+    case A3S_FS_RO:
+    case A3S_FS_PROTECT:
+        push3(b, "--ro-bind", r->path, r->path);
+        break;
+    case A3S_FS_RW:
+        push3(b, "--bind", r->path, r->path);
+        break;
+    default:
+        return a3s_fail(err, A3S_ERR_INTERNAL, "unknown filesystem rule kind %d", r->kind);
+    }
+    remember(b, r->kind, r->path);
+    return 0;
+}
+
+static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
+{
+    ordered *o = calloc(p->nfs ? p->nfs : 1, sizeof *o);
+    if (!o)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < p->nfs; i++)
+        o[n++] = (ordered){&p->fs[i], a3s_path_depth(p->fs[i].path), i};
+    qsort(o, n, sizeof *o, cmp_ordered);
+    int rc = 0;
+    /* Pass 1: everything but masks, shallowest first. Pass 2: masks, so a secret stays
+     * masked even inside a root re-exposed later in pass 1. */
+    for (int pass = 0; pass < 2 && rc == 0; pass++)
+        for (size_t i = 0; i < n && rc == 0; i++)
+            if ((o[i].r->kind == A3S_FS_MASK) == (pass == 1))
+                rc = emit_rule(b, o[i].r, err);
+    free(o);
+    if (rc < 0)
+        return -1;
+    for (size_t i = b->nremount; i-- > 0;)
+        push3(b, "--remount-ro", b->remount[i], NULL);
+    return 0;
+}
+
+/* The wrapper announces "started" on fd 3 once bwrap's setup is complete (anything
+ * failing before that is the sandbox's failure, exit 125), then closes our fds so the
+ * command inherits only 0-2, then runs the command. */
+#define WRAP_PREFIX "printf S >&3; exec 3>&- 4>&-"
+
+int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
+                         a3s_strv *out, a3s_error *err)
+{
+    builder b = {.out = out};
+    char num[32];
+
+    push(&b, "--die-with-parent");
+    push(&b, "--new-session");
+    push(&b, "--unshare-user");
+    push(&b, "--disable-userns");
+    push(&b, "--unshare-pid");
+    push(&b, "--unshare-ipc");
+    push(&b, "--unshare-uts");
+    push(&b, "--unshare-cgroup-try");
+    if (p->network == A3S_NET_NONE)
+        push(&b, "--unshare-net");
+    push3(&b, "--hostname", "a3s-sandbox", NULL);
+    push3(&b, "--cap-drop", "ALL", NULL);
+    push3(&b, "--ro-bind", "/", "/");
+    push3(&b, "--dev", "/dev", NULL);
+    push3(&b, "--proc", "/proc", NULL);
+    if (build_mounts(&b, p, err) < 0)
+        goto fail;
+    push3(&b, "--chdir", p->workspace ? p->workspace : "/", NULL);
+    push(&b, "--clearenv");
+    for (size_t i = 0; i < env->n; i++) {
+        const char *eq = strchr(env->v[i], '=');
+        if (!eq)
+            continue;
+        char *name = a3s_strndup(env->v[i], (size_t)(eq - env->v[i]));
+        if (!name) {
+            b.failed = 1;
+            break;
+        }
+        push3(&b, "--setenv", name, eq + 1);
+        free(name);
+    }
+    snprintf(num, sizeof num, "%d", A3S_FD_SECCOMP);
+    push3(&b, "--seccomp", num, NULL);
+    snprintf(num, sizeof num, "%d", A3S_FD_STATUS);
+    push3(&b, "--json-status-fd", num, NULL);
+    push(&b, "--");
+    push(&b, cmd->shell);
+    push(&b, "-c");
+    if (cmd->argv) {
+        push(&b, WRAP_PREFIX "; exec \"$@\"");
+        push(&b, "a3s-sandbox");
+        for (size_t i = 0; cmd->argv[i]; i++)
+            push(&b, cmd->argv[i]);
+    } else {
+        char *s = NULL;
+        if (asprintf(&s, WRAP_PREFIX "\n%s", cmd->shell_command) < 0) {
+            b.failed = 1;
+        } else {
+            push(&b, s);
+            free(s);
+        }
+    }
+    if (b.failed) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "building the bwrap arguments: out of memory");
+        goto fail;
+    }
+    free(b.em);
+    free(b.remount);
+    return 0;
+fail:
+    free(b.em);
+    free(b.remount);
+    return -1;
+}
+
+int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err)
+{
+    int fd = memfd_create("a3s-bwrap-args", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "bwrap arguments: memfd_create");
+    for (size_t i = 0; i < args->n; i++) {
+        if (a3s_write_all(fd, args->v[i], strlen(args->v[i]) + 1) < 0) {
+            int e = errno;
+            close(fd);
+            return a3s_fail_errno(err, A3S_ERR_SETUP, e, "bwrap arguments: write");
+        }
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
+        lseek(fd, 0, SEEK_SET) < 0) {
+        int e = errno;
+        close(fd);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "bwrap arguments: seal");
+    }
+    return fd;
+}
+
+char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args)
+{
+    json_t *a = json_array();
+    if (!a)
+        return NULL;
+    json_array_append_new(a, json_string(bwrap));
+    for (size_t i = 0; i < args->n; i++)
+        json_array_append_new(a, json_string(args->v[i]));
+    char *s = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    return s;
+}

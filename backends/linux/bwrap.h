@@ -1,0 +1,41 @@
+/* The Linux backend: a frozen plan becomes a bubblewrap argument vector (passed with
+ * --args FD) plus the seccomp memfd (--seccomp FD). */
+#ifndef A3S_BWRAP_H
+#define A3S_BWRAP_H
+
+#include "a3s_sandbox.h"
+#include "plan.h"
+#include "util.h"
+
+/* Fixed fd numbers inside the launched bwrap process. */
+#define A3S_FD_STARTED 3 /* "command started" pipe, closed by the wrapper before exec */
+#define A3S_FD_STATUS 4  /* bwrap --json-status-fd */
+#define A3S_FD_ARGS 5    /* bwrap --args */
+#define A3S_FD_SECCOMP 6 /* bwrap --seccomp */
+
+typedef struct a3s_bwrap_cmd {
+    char *const *argv;         /* argv form, or NULL */
+    const char *shell_command; /* bash -c form, or NULL */
+    const char *shell;         /* trusted bash, absolute */
+} a3s_bwrap_cmd;
+
+/* Resolve and vet a trusted executable: absolute after canonicalization, a regular file
+ * with an execute bit, not inside `workspace` (may be NULL). `out` is malloc'd. */
+int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,
+                          char **out, a3s_error *err);
+
+/* Build the bwrap arguments (everything after argv[0]) for a validated plan whose scan
+ * rules are already added. The mount list is computed from the host as it is now:
+ * missing optional paths are skipped, a symbolic link at any rule path fails closed.
+ * `env` holds the composed "NAME=VALUE" child environment. */
+int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
+                         a3s_strv *out, a3s_error *err);
+
+/* Write args NUL-separated into a sealed memfd at offset 0 (for --args). Returns the fd
+ * (CLOEXEC) or -1 with err. */
+int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err);
+
+/* JSON array text of args (for `plan`), malloc'd. */
+char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args);
+
+#endif

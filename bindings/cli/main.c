@@ -1,0 +1,309 @@
+/* a3s-sandbox: the command-line front end (SPEC §2). The only place that prints and
+ * chooses exit codes. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "a3s_sandbox.h"
+
+#define EXIT_TIMEOUT 124
+#define EXIT_REFUSED 125
+
+static const char usage_text[] =
+    "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
+    "       a3s-sandbox [run] [OPTIONS] -c 'SHELL COMMAND'\n"
+    "       a3s-sandbox probe        [--policy P] [-w DIR]\n"
+    "       a3s-sandbox plan         [--policy P] [-w DIR]\n"
+    "       a3s-sandbox digest       [--policy P] [-w DIR]\n"
+    "       a3s-sandbox capabilities [--policy P] [-w DIR]\n"
+    "       a3s-sandbox check POLICY [-w DIR]\n"
+    "       a3s-sandbox --version | --help\n"
+    "\n"
+    "Run options:\n"
+    "  -p, --policy NAME|FILE   policy (default: baseline)\n"
+    "  -w, --workspace DIR      writable workspace (default: current directory)\n"
+    "  -t, --timeout SECONDS    deadline (decimal; capped by the policy ceiling)\n"
+    "  -e, --env NAME=VALUE     explicit environment entry (repeatable)\n"
+    "  -c COMMAND               run COMMAND with the trusted bash\n"
+    "      --json               print one JSON result object on stdout\n"
+    "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
+    "\n"
+    "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
+    "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
+    "126/127 the program is not executable / not found inside the sandbox.\n";
+
+static void die_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "a3s-sandbox: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run 'a3s-sandbox --help' for usage)\n");
+    exit(EXIT_REFUSED);
+}
+
+static bool truthy(const char *v)
+{
+    if (!v)
+        return false;
+    while (isspace((unsigned char)*v))
+        v++;
+    size_t n = strlen(v);
+    while (n > 0 && isspace((unsigned char)v[n - 1]))
+        n--;
+    const char *yes[] = {"1", "true", "yes", "on"};
+    for (size_t i = 0; i < 4; i++)
+        if (strlen(yes[i]) == n && strncasecmp(v, yes[i], n) == 0)
+            return true;
+    return false;
+}
+
+static void write_out(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* a closed stdout must not stop the command's supervision */
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Live mirror of the capture: print what went into the head as it arrives. */
+static int on_output(void *ud, int stream, const char *data, size_t len, size_t head_len)
+{
+    (void)ud;
+    (void)len;
+    if (head_len)
+        write_out(stream == A3S_STDERR ? 2 : 1, data, head_len);
+    return 0;
+}
+
+typedef struct cli {
+    const char *cmd; /* run, probe, plan, digest, capabilities, check */
+    const char *policy, *workspace, *shell_command, *check_policy;
+    double timeout_s;
+    bool has_timeout, json, allow_process_host;
+    const char **env;
+    size_t nenv;
+    char **argv;
+    int grants;
+} cli;
+
+static void parse(cli *c, int argc, char **argv)
+{
+    int i = 1;
+    c->cmd = "run";
+    if (i < argc) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
+            fputs(usage_text, stdout);
+            exit(0);
+        }
+        if (!strcmp(a, "--version")) {
+            printf("a3s-sandbox %s\n", a3s_version());
+            exit(0);
+        }
+        if (!strcmp(a, "run") || !strcmp(a, "probe") || !strcmp(a, "plan") ||
+            !strcmp(a, "digest") || !strcmp(a, "capabilities") || !strcmp(a, "check")) {
+            c->cmd = a;
+            i++;
+        }
+    }
+    c->env = calloc((size_t)argc + 1, sizeof *c->env);
+    if (!c->env) {
+        fprintf(stderr, "a3s-sandbox: out of memory\n");
+        exit(EXIT_REFUSED);
+    }
+    bool run = !strcmp(c->cmd, "run");
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                                   \
+    do {                                                                               \
+        if (!v)                                                                        \
+            die_usage("option %s needs a value", a);                                   \
+        i++;                                                                           \
+    } while (0)
+        if (!strcmp(a, "--")) {
+            if (!run)
+                die_usage("'--' is only valid for run, not '%s'", c->cmd);
+            c->argv = argv + i + 1;
+            if (!c->argv[0])
+                die_usage("%s", "missing PROGRAM after --");
+            break;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--policy")) {
+            NEED_VALUE();
+            c->policy = v;
+        } else if (!strcmp(a, "-w") || !strcmp(a, "--workspace")) {
+            NEED_VALUE();
+            c->workspace = v;
+        } else if (!strcmp(a, "--grant") || !strcmp(a, "--grant-digest")) {
+            NEED_VALUE();
+            c->grants++;
+        } else if (run && (!strcmp(a, "-t") || !strcmp(a, "--timeout"))) {
+            NEED_VALUE();
+            char *end = NULL;
+            errno = 0;
+            c->timeout_s = strtod(v, &end);
+            if (errno || !end || *end || end == v || !isfinite(c->timeout_s) ||
+                c->timeout_s < 0)
+                die_usage("invalid timeout '%s' (seconds, decimal allowed)", v);
+            if (c->timeout_s * 1000.0 < 1.0)
+                die_usage("invalid timeout '%s': the command timeout must be greater than zero", v);
+            if (c->timeout_s > 86400.0)
+                die_usage("invalid timeout '%s': at most 86400 seconds", v);
+            c->has_timeout = true;
+        } else if (run && (!strcmp(a, "-e") || !strcmp(a, "--env"))) {
+            NEED_VALUE();
+            c->env[c->nenv++] = v;
+        } else if (run && !strcmp(a, "-c")) {
+            NEED_VALUE();
+            c->shell_command = v;
+        } else if (!strcmp(a, "--json")) {
+            c->json = true;
+        } else if (!strcmp(a, "--allow-process-host")) {
+            c->allow_process_host = true;
+        } else if (!strcmp(c->cmd, "check") && !c->check_policy && a[0] != '-') {
+            c->check_policy = a;
+        } else {
+            die_usage(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s' (use -- before the command)", a);
+        }
+#undef NEED_VALUE
+    }
+    if (run) {
+        if (c->argv && c->shell_command)
+            die_usage("%s", "give either -c COMMAND or -- PROGRAM, not both");
+        if (!c->argv && !c->shell_command)
+            die_usage("%s", "missing command: use -- PROGRAM [ARG...] or -c 'COMMAND'");
+    }
+    if (!strcmp(c->cmd, "check") && !c->check_policy)
+        die_usage("%s", "check needs a POLICY");
+}
+
+static int fail(const char *what, const a3s_error *err)
+{
+    fprintf(stderr, "a3s-sandbox: %s: %s\n", what, err->msg);
+    return EXIT_REFUSED;
+}
+
+static int exit_status(const a3s_result *r)
+{
+    if (r->timed_out)
+        return EXIT_TIMEOUT;
+    if (r->has_exit_code)
+        return r->exit_code;
+    if (r->has_signal)
+        return 128 + r->signal;
+    return EXIT_REFUSED;
+}
+
+int main(int argc, char **argv)
+{
+    cli c;
+    memset(&c, 0, sizeof c);
+    parse(&c, argc, argv);
+    /* A vanished reader of our stdout must not kill the supervisor mid-run. */
+    signal(SIGPIPE, SIG_IGN);
+
+    if (c.grants) {
+        fprintf(stderr, "a3s-sandbox: --grant: network grants need the host mediator, "
+                        "which this build does not provide; refusing (nothing ran)\n");
+        return EXIT_REFUSED;
+    }
+
+    a3s_error err;
+    memset(&err, 0, sizeof err);
+    a3s_options o = {
+        .workspace = c.workspace,
+        .policy = !strcmp(c.cmd, "check") ? c.check_policy : c.policy,
+        .allow_process_host = c.allow_process_host ||
+                              truthy(getenv("A3S_SANDBOX_ALLOW_PROCESS_HOST")) ||
+                              truthy(getenv("A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX")),
+    };
+    a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
+    if (!sb) {
+        if (!strcmp(c.cmd, "check")) {
+            fprintf(stderr, "a3s-sandbox: check: %s\n", err.msg);
+            return 1;
+        }
+        return fail("cannot create the sandbox", &err);
+    }
+    if (a3s_sandbox_fallback_reason(sb))
+        fprintf(stderr,
+                "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "
+                "host (process-host backend) because the native boundary is unusable: %s\n",
+                a3s_sandbox_fallback_reason(sb));
+
+    int rc = 0;
+    if (!strcmp(c.cmd, "probe")) {
+        if (a3s_sandbox_probe(sb, &err) != A3S_OK)
+            rc = fail("probe", &err);
+        else
+            printf("ok backend=%s\n", a3s_sandbox_backend(sb));
+    } else if (!strcmp(c.cmd, "digest")) {
+        char d[65];
+        if (a3s_sandbox_digest(sb, d, &err) != A3S_OK)
+            rc = fail("digest", &err);
+        else
+            printf("%s\n", d);
+    } else if (!strcmp(c.cmd, "plan") || !strcmp(c.cmd, "capabilities")) {
+        char *s = !strcmp(c.cmd, "plan") ? a3s_sandbox_plan_json(sb, &err)
+                                         : a3s_sandbox_capabilities_json(sb, &err);
+        if (!s)
+            rc = fail(c.cmd, &err);
+        else
+            printf("%s\n", s);
+        free(s);
+    } else if (!strcmp(c.cmd, "check")) {
+        char d[65];
+        if (a3s_sandbox_digest(sb, d, &err) != A3S_OK) {
+            fprintf(stderr, "a3s-sandbox: check: %s\n", err.msg);
+            rc = 1;
+        } else {
+            printf("ok: policy %s is valid (digest %s)\n", a3s_sandbox_policy_name(sb), d);
+        }
+    } else {
+        a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+        req.argv = (const char *const *)c.argv;
+        req.shell_command = c.shell_command;
+        req.timeout_ms = c.has_timeout ? (int64_t)ceil(c.timeout_s * 1000.0) : -1;
+        req.env = c.env;
+        /* Forward our stdin when we have one; a closed fd 0 becomes /dev/null. */
+        req.stdin_fd = fcntl(0, F_GETFD) >= 0 ? 0 : -1;
+        if (!c.json)
+            req.on_output = on_output;
+        a3s_result r;
+        if (a3s_sandbox_exec(sb, &req, &r, &err) != A3S_OK) {
+            rc = fail("run", &err);
+        } else {
+            if (c.json) {
+                char *s = a3s_result_json(&r);
+                if (s) {
+                    write_out(1, s, strlen(s));
+                    write_out(1, "\n", 1);
+                    free(s);
+                }
+            } else {
+                write_out(1, r.stdout_rest, r.stdout_rest_len);
+                write_out(2, r.stderr_rest, r.stderr_rest_len);
+                if (r.timed_out)
+                    fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");
+            }
+            rc = exit_status(&r);
+            a3s_result_free(&r);
+        }
+    }
+    a3s_sandbox_free(sb);
+    free(c.env);
+    fflush(stdout);
+    return rc;
+}

@@ -1,0 +1,397 @@
+/* `require "a3s_sandbox"`: the Lua module for Lua-hosted tools (SPEC §3).
+ *
+ * Operational failures return nil, message; misuse (wrong argument types, unknown
+ * options) raises. The observer runs in the caller's thread; an error raised in it kills
+ * the process tree and is re-raised after cleanup. */
+#include <jansson.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "a3s_sandbox.h"
+
+#define SANDBOX_MT "a3s.Sandbox"
+
+typedef struct lsandbox {
+    a3s_sandbox *sb;
+} lsandbox;
+
+static a3s_sandbox *check_sb(lua_State *L)
+{
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    if (!u->sb)
+        luaL_error(L, "a3s_sandbox: the sandbox is closed");
+    return u->sb;
+}
+
+/* [-0, +2, -] */
+static int push_fail(lua_State *L, const char *msg)
+{
+    luaL_pushfail(L);
+    lua_pushstring(L, msg);
+    return 2;
+}
+
+/* Raise on an unknown key of an options table at `idx`. [-0, +0, v] */
+static void check_keys(lua_State *L, int idx, const char *what, const char *const *known)
+{
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        lua_pop(L, 1); /* value */
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: option keys must be strings", what);
+        const char *k = lua_tostring(L, -1);
+        bool ok = false;
+        for (size_t i = 0; known[i]; i++)
+            if (strcmp(k, known[i]) == 0)
+                ok = true;
+        if (!ok)
+            luaL_error(L, "%s: unknown option '%s'", what, k);
+    }
+}
+
+/* Optional string field of the table at idx; raises on a wrong type. [-0, +0, v] */
+static const char *opt_string_field(lua_State *L, int idx, const char *key, size_t *len)
+{
+    int t = lua_getfield(L, idx, key);
+    const char *s = NULL;
+    if (t == LUA_TSTRING)
+        s = lua_tolstring(L, -1, len);
+    else if (t != LUA_TNIL)
+        luaL_error(L, "option '%s' must be a string", key);
+    lua_pop(L, 1); /* the string stays alive: it is referenced by the options table */
+    return s;
+}
+
+/* JSON value -> Lua value. [-0, +1, m] */
+static void push_json(lua_State *L, json_t *v)
+{
+    luaL_checkstack(L, 3, "a3s_sandbox: JSON too deep");
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        lua_createtable(L, 0, (int)json_object_size(v));
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            push_json(L, x);
+            lua_setfield(L, -2, k);
+        }
+        break;
+    }
+    case JSON_ARRAY: {
+        lua_createtable(L, (int)json_array_size(v), 0);
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            push_json(L, x);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        break;
+    }
+    case JSON_STRING:
+        lua_pushlstring(L, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        lua_pushinteger(L, (lua_Integer)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        lua_pushnumber(L, json_real_value(v));
+        break;
+    case JSON_TRUE:
+        lua_pushboolean(L, 1);
+        break;
+    case JSON_FALSE:
+        lua_pushboolean(L, 0);
+        break;
+    default:
+        lua_pushnil(L);
+        break;
+    }
+}
+
+/* Push the JSON text as a Lua value, then free the text. [-0, +1|+2, m] */
+static int push_json_text(lua_State *L, char *text, const a3s_error *err)
+{
+    if (!text)
+        return push_fail(L, err->msg);
+    json_error_t je;
+    json_t *v = json_loads(text, 0, &je);
+    free(text);
+    if (!v)
+        return push_fail(L, "a3s_sandbox: malformed JSON from the engine");
+    push_json(L, v);
+    json_decref(v);
+    return 1;
+}
+
+/* sandbox.new{ workspace=, policy=, allow_process_host= } -> sb | nil, err */
+static int l_new(lua_State *L)
+{
+    static const char *const keys[] = {"workspace", "policy", "allow_process_host", "bwrap", NULL};
+    a3s_options o = {0};
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        check_keys(L, 1, "sandbox.new", keys);
+        o.workspace = opt_string_field(L, 1, "workspace", NULL);
+        o.policy = opt_string_field(L, 1, "policy", NULL);
+        o.bwrap = opt_string_field(L, 1, "bwrap", NULL);
+        int t = lua_getfield(L, 1, "allow_process_host");
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+            luaL_error(L, "option 'allow_process_host' must be a boolean");
+        o.allow_process_host = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->sb = NULL;
+    luaL_setmetatable(L, SANDBOX_MT);
+    a3s_error err = {0};
+    u->sb = a3s_sandbox_new(&o, &err);
+    if (!u->sb)
+        return push_fail(L, err.msg);
+    return 1;
+}
+
+static int l_close(lua_State *L)
+{
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    a3s_sandbox_free(u->sb); /* idempotent: __gc and __close may both run */
+    u->sb = NULL;
+    return 0;
+}
+
+static int l_tostring(lua_State *L)
+{
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    if (u->sb)
+        lua_pushfstring(L, "a3s.Sandbox(%s, %s)", a3s_sandbox_workspace(u->sb),
+                        a3s_sandbox_policy_name(u->sb));
+    else
+        lua_pushliteral(L, "a3s.Sandbox(closed)");
+    return 1;
+}
+
+static int l_probe(lua_State *L)
+{
+    a3s_sandbox *sb = check_sb(L);
+    a3s_error err = {0};
+    if (a3s_sandbox_probe(sb, &err) != A3S_OK)
+        return push_fail(L, err.msg);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_digest(lua_State *L)
+{
+    a3s_sandbox *sb = check_sb(L);
+    a3s_error err = {0};
+    char d[65];
+    if (a3s_sandbox_digest(sb, d, &err) != A3S_OK)
+        return push_fail(L, err.msg);
+    lua_pushstring(L, d);
+    return 1;
+}
+
+static int l_plan(lua_State *L)
+{
+    a3s_sandbox *sb = check_sb(L);
+    a3s_error err = {0};
+    return push_json_text(L, a3s_sandbox_plan_json(sb, &err), &err);
+}
+
+static int l_capabilities(lua_State *L)
+{
+    a3s_sandbox *sb = check_sb(L);
+    a3s_error err = {0};
+    return push_json_text(L, a3s_sandbox_capabilities_json(sb, &err), &err);
+}
+
+/* Observer bridge: runs the Lua callback in a protected call; the first error stops the
+ * command (tree killed) and is kept in the registry to be re-raised after cleanup. */
+typedef struct observer {
+    lua_State *L;
+    int fn_idx;  /* stack index of the callback */
+    int err_ref; /* LUA_NOREF, or a reference to the error value */
+} observer;
+
+static int traceback(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+static int on_output(void *ud, int stream, const char *data, size_t len, size_t head_len)
+{
+    (void)head_len;
+    observer *ob = ud;
+    lua_State *L = ob->L;
+    if (!lua_checkstack(L, 4))
+        return 1;
+    lua_pushcfunction(L, traceback);
+    lua_pushvalue(L, ob->fn_idx);
+    lua_pushstring(L, stream == A3S_STDERR ? "stderr" : "stdout");
+    lua_pushlstring(L, data, len);
+    if (lua_pcall(L, 2, 0, -4) != LUA_OK) {
+        ob->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        lua_pop(L, 1); /* traceback function */
+        return 1;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* sb:exec(command | argv, { timeout=, env=, stdin=, on_output= }) -> result | nil, err */
+static int l_exec(lua_State *L)
+{
+    static const char *const keys[] = {"timeout", "env", "stdin", "on_output", NULL};
+    a3s_sandbox *sb = check_sb(L);
+    a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+    int cmd_type = lua_type(L, 2);
+    const char **argv = NULL;
+    if (cmd_type == LUA_TSTRING) {
+        size_t n;
+        const char *s = lua_tolstring(L, 2, &n);
+        if (memchr(s, '\0', n))
+            return push_fail(L, "exec: the command contains a NUL byte");
+        req.shell_command = s;
+    } else if (cmd_type == LUA_TTABLE) {
+        lua_Integer n = luaL_len(L, 2);
+        if (n < 1)
+            return luaL_argerror(L, 2, "argv table must not be empty");
+        argv = lua_newuserdatauv(L, sizeof *argv * (size_t)(n + 1), 0); /* GC-owned */
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_geti(L, 2, i) != LUA_TSTRING)
+                return luaL_argerror(L, 2, "argv entries must be strings");
+            size_t len;
+            argv[i - 1] = lua_tolstring(L, -1, &len);
+            if (memchr(argv[i - 1], '\0', len))
+                return push_fail(L, "exec: an argument contains a NUL byte");
+            lua_pop(L, 1); /* still referenced by the argv table */
+        }
+        argv[n] = NULL;
+        req.argv = argv;
+    } else {
+        return luaL_argerror(L, 2, "command string or argv table expected");
+    }
+
+    observer ob = {L, 0, LUA_NOREF};
+    const char **env = NULL;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        check_keys(L, 3, "exec", keys);
+        int t = lua_getfield(L, 3, "timeout");
+        if (t != LUA_TNIL) {
+            if (t != LUA_TNUMBER)
+                return luaL_error(L, "option 'timeout' must be a number (seconds)");
+            lua_Number s = lua_tonumber(L, -1);
+            if (!(s > 0) || s > 86400)
+                return push_fail(L, "exec: the command timeout must be greater than zero "
+                                    "and at most 86400 seconds");
+            req.timeout_ms = (int64_t)(s * 1000.0 + 0.999);
+        }
+        lua_pop(L, 1);
+        size_t stdin_len = 0;
+        req.stdin_data = opt_string_field(L, 3, "stdin", &stdin_len);
+        req.stdin_len = stdin_len;
+        t = lua_getfield(L, 3, "env");
+        if (t == LUA_TTABLE) {
+            size_t n = 0;
+            lua_pushnil(L);
+            while (lua_next(L, -2) != 0) {
+                n++;
+                lua_pop(L, 1);
+            }
+            env = lua_newuserdatauv(L, sizeof *env * (n + 1), 0);
+            lua_createtable(L, (int)n, 0); /* keeps the "K=V" strings alive */
+            int anchor = lua_gettop(L);
+            size_t i = 0;
+            lua_pushnil(L);
+            while (lua_next(L, anchor - 2) != 0) {
+                if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                    return luaL_error(L, "option 'env' must map strings to strings");
+                size_t kl, vl;
+                const char *k = lua_tolstring(L, -2, &kl);
+                const char *v = lua_tolstring(L, -1, &vl);
+                if (memchr(k, '\0', kl) || memchr(v, '\0', vl) || memchr(k, '=', kl))
+                    return push_fail(L, "invalid explicit command environment entry "
+                                        "(a name with '=' or NUL, or a value with NUL)");
+                luaL_Buffer b;
+                luaL_buffinit(L, &b);
+                luaL_addlstring(&b, k, kl);
+                luaL_addchar(&b, '=');
+                luaL_addlstring(&b, v, vl);
+                luaL_pushresult(&b);
+                env[i++] = lua_tostring(L, -1);
+                lua_rawseti(L, anchor, (lua_Integer)i);
+                lua_pop(L, 1);
+            }
+            env[i] = NULL;
+            req.env = env;
+        } else if (t != LUA_TNIL) {
+            return luaL_error(L, "option 'env' must be a table");
+        }
+        t = lua_getfield(L, 3, "on_output");
+        if (t == LUA_TFUNCTION) {
+            ob.fn_idx = lua_gettop(L);
+            req.on_output = on_output;
+            req.output_ud = &ob;
+        } else if (t != LUA_TNIL) {
+            return luaL_error(L, "option 'on_output' must be a function");
+        }
+    }
+
+    a3s_result r;
+    a3s_error err = {0};
+    int rc = a3s_sandbox_exec(sb, &req, &r, &err);
+    if (ob.err_ref != LUA_NOREF) {
+        if (rc == A3S_OK)
+            a3s_result_free(&r);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ob.err_ref);
+        luaL_unref(L, LUA_REGISTRYINDEX, ob.err_ref);
+        return lua_error(L);
+    }
+    if (rc != A3S_OK)
+        return push_fail(L, err.msg);
+    char *json = a3s_result_json(&r);
+    a3s_result_free(&r);
+    return push_json_text(L, json, &err);
+}
+
+static const luaL_Reg sandbox_methods[] = {
+    {"probe", l_probe},   {"exec", l_exec},
+    {"digest", l_digest}, {"plan", l_plan},
+    {"capabilities", l_capabilities}, {"close", l_close},
+    {NULL, NULL},
+};
+
+static const luaL_Reg sandbox_meta[] = {
+    {"__index", NULL}, {"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring},
+    {NULL, NULL},
+};
+
+static const luaL_Reg module_funcs[] = {
+    {"new", l_new},
+    {NULL, NULL},
+};
+
+int luaopen_a3s_sandbox(lua_State *L);
+
+int luaopen_a3s_sandbox(lua_State *L)
+{
+    luaL_newmetatable(L, SANDBOX_MT);
+    luaL_setfuncs(L, sandbox_meta, 0);
+    luaL_newlibtable(L, sandbox_methods);
+    luaL_setfuncs(L, sandbox_methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    luaL_newlib(L, module_funcs);
+    lua_pushstring(L, a3s_version());
+    lua_setfield(L, -2, "version");
+    return 1;
+}

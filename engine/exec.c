@@ -1,0 +1,452 @@
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define READ_CHUNK 65536
+
+static int sys_pidfd_open(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int sys_pidfd_send_signal(int pidfd, int sig)
+{
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* In the child after fork: only async-signal-safe calls. Reports errno on err_fd. */
+static __attribute__((noreturn)) void child_fail(int err_fd, int stage)
+{
+    int e[2] = {stage, errno};
+    ssize_t w = write(err_fd, e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
+static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t parent, int in_fd,
+                                                int out_fd, int errout_fd, int err_fd)
+{
+    /* Own process group so the whole tree can be signalled at once. */
+    if (setpgid(0, 0) < 0)
+        child_fail(err_fd, 1);
+    /* If the supervisor dies, the tree must die with it. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        child_fail(err_fd, 2);
+    if (getppid() != parent)
+        _exit(127);
+
+    /* Undo whatever the host process did to signals (Lua hosts often ignore SIGPIPE). */
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+        child_fail(err_fd, 3);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            (void)sigaction(s, &dfl, NULL);
+
+    /* Move every fd we keep above the highest target first, so dup2 cannot clobber. */
+    int high[A3S_EXEC_MAX_KEEP + 4];
+    int src[4] = {in_fd, out_fd, errout_fd, err_fd};
+    for (int i = 0; i < 4; i++) {
+        high[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
+        if (high[i] < 0)
+            child_fail(err_fd, 4);
+    }
+    err_fd = high[3];
+    for (size_t i = 0; i < l->nkeep; i++) {
+        high[4 + i] = fcntl(l->keep[i].fd, F_DUPFD_CLOEXEC, 64);
+        if (high[4 + i] < 0)
+            child_fail(err_fd, 4);
+    }
+    if (dup2(high[0], 0) < 0 || dup2(high[1], 1) < 0 || dup2(high[2], 2) < 0)
+        child_fail(err_fd, 5);
+    int max_target = 2;
+    for (size_t i = 0; i < l->nkeep; i++) {
+        if (dup2(high[4 + i], l->keep[i].target) < 0)
+            child_fail(err_fd, 5);
+        if (l->keep[i].target > max_target)
+            max_target = l->keep[i].target;
+    }
+    /* Everything else is closed at exec: CLOEXEC on the whole range keeps err_fd usable
+     * until execve succeeds. */
+    if (syscall(SYS_close_range, (unsigned)max_target + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        child_fail(err_fd, 6);
+
+    if (l->nofile > 0) {
+        struct rlimit rl = {(rlim_t)l->nofile, (rlim_t)l->nofile};
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            child_fail(err_fd, 7);
+    }
+    if (l->core_bytes >= 0) {
+        struct rlimit rl = {(rlim_t)l->core_bytes, (rlim_t)l->core_bytes};
+        if (setrlimit(RLIMIT_CORE, &rl) < 0)
+            child_fail(err_fd, 7);
+    }
+    if (l->cwd && chdir(l->cwd) < 0)
+        child_fail(err_fd, 8);
+    execve(l->path, l->argv, l->envp);
+    child_fail(err_fd, 9);
+}
+
+static const char *stage_name(int stage)
+{
+    switch (stage) {
+    case 1: return "setpgid";
+    case 2: return "prctl(PR_SET_PDEATHSIG)";
+    case 3: return "sigprocmask";
+    case 4: return "fcntl(F_DUPFD_CLOEXEC)";
+    case 5: return "dup2";
+    case 6: return "close_range";
+    case 7: return "setrlimit";
+    case 8: return "chdir";
+    default: return "execve";
+    }
+}
+
+/* Parse bwrap's JSON-lines status: {"child-pid": N} and {"exit-code": N}. */
+static void parse_status(char *buf, size_t *len, a3s_outcome *o)
+{
+    char *start = buf, *nl;
+    while ((nl = memchr(start, '\n', *len - (size_t)(start - buf))) != NULL) {
+        *nl = '\0';
+        if (strstr(start, "\"child-pid\""))
+            o->ns_started = true;
+        char *ec = strstr(start, "\"exit-code\"");
+        if (ec) {
+            ec = strchr(ec, ':');
+            if (ec)
+                o->reported_exit = atoi(ec + 1);
+        }
+        start = nl + 1;
+    }
+    size_t rest = *len - (size_t)(start - buf);
+    memmove(buf, start, rest);
+    *len = rest;
+}
+
+/* The keep fds belong to this call: the parent's copies must go, or pipe EOFs (the
+ * started marker, bwrap's status) would never arrive. */
+static void close_keep(const a3s_launch *l)
+{
+    for (size_t i = 0; i < l->nkeep; i++)
+        if (l->keep[i].fd >= 0)
+            close(l->keep[i].fd);
+}
+
+static void kill_tree(pid_t pgid, int pidfd)
+{
+    /* The group first (stragglers outside bwrap's pid namespace in process-host mode),
+     * then the top process: with bwrap that tears down the whole pid namespace. */
+    if (kill(-pgid, SIGKILL) < 0 && errno != ESRCH) {
+        /* nothing more to do: the pidfd signal below still applies */
+    }
+    if (sys_pidfd_send_signal(pidfd, SIGKILL) < 0 && errno != ESRCH) {
+        /* already reaped or gone */
+    }
+}
+
+int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
+{
+    int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
+    int null_fd = -1, pidfd = -1, tfd = -1;
+    int rc = -1;
+    bool keep_closed = false;
+    pid_t pid = -1;
+    bool reaped = false;
+    char *buf = NULL;
+
+    memset(o, 0, sizeof *o);
+    o->reported_exit = -1;
+    unsigned long long t0 = a3s_now_ms();
+
+    o->cap = a3s_capture_new(l->output_budget);
+    buf = malloc(READ_CHUNK);
+    if (!o->cap || !buf) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "spawn: out of memory");
+        goto out;
+    }
+    if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: pipe2");
+        goto out;
+    }
+    /* Larger pipes: fewer wakeups for chatty commands (best effort). */
+    (void)fcntl(out_p[0], F_SETPIPE_SZ, 1 << 20);
+    int in_fd;
+    if (l->stdin_fd >= 0) {
+        in_fd = l->stdin_fd;
+    } else if (l->stdin_data) {
+        if (pipe2(in_p, O_CLOEXEC) < 0) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: pipe2");
+            goto out;
+        }
+        in_fd = in_p[0];
+    } else {
+        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd < 0) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: open /dev/null");
+            goto out;
+        }
+        in_fd = null_fd;
+    }
+
+    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (tfd < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: timerfd_create");
+        goto out;
+    }
+
+    pid_t parent = getpid();
+    pid = fork();
+    if (pid < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: fork");
+        goto out;
+    }
+    if (pid == 0)
+        child_run(l, parent, in_fd, out_p[1], errp[1], ep[1]);
+    keep_closed = true;
+    close_keep(l);
+
+    /* Parent. Also set the group from this side: no window where a kill(-pid) misses. */
+    (void)setpgid(pid, pid);
+    close_fd(&out_p[1]);
+    close_fd(&errp[1]);
+    close_fd(&ep[1]);
+    close_fd(&in_p[0]);
+    close_fd(&null_fd);
+
+    pidfd = sys_pidfd_open(pid);
+    if (pidfd < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: pidfd_open");
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        (void)waitpid(pid, NULL, 0);
+        reaped = true;
+        goto out;
+    }
+
+    /* Did execve succeed? EOF on the CLOEXEC error pipe means yes. */
+    int e[2];
+    ssize_t n = a3s_read_retry(ep[0], e, sizeof e);
+    close_fd(&ep[0]);
+    if (n == (ssize_t)sizeof e) {
+        (void)waitpid(pid, NULL, 0);
+        reaped = true;
+        a3s_fail_errno(err, A3S_ERR_SETUP, e[1], "cannot start %s: %s", l->path,
+                       stage_name(e[0]));
+        goto out;
+    }
+
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    int64_t ms = l->timeout_ms > 0 ? l->timeout_ms : 1;
+    its.it_value.tv_sec = ms / 1000;
+    its.it_value.tv_nsec = (ms % 1000) * 1000000L;
+    if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: timerfd_settime");
+        kill_tree(pid, pidfd);
+        (void)waitpid(pid, NULL, 0);
+        reaped = true;
+        goto out;
+    }
+
+    if (in_p[1] >= 0)
+        (void)fcntl(in_p[1], F_SETFL, O_NONBLOCK);
+    size_t in_off = 0;
+    char status_buf[1024];
+    size_t status_len = 0;
+    int started_fd = l->started_fd, status_fd = l->status_fd;
+    bool exited = false, killed = false;
+    unsigned long long exit_ms = 0;
+
+    for (;;) {
+        struct pollfd pf[7];
+        int idx_out = -1, idx_err = -1, idx_pid = -1, idx_t = -1, idx_in = -1, idx_s = -1,
+            idx_st = -1, np = 0;
+        if (out_p[0] >= 0) {
+            idx_out = np;
+            pf[np++] = (struct pollfd){out_p[0], POLLIN, 0};
+        }
+        if (errp[0] >= 0) {
+            idx_err = np;
+            pf[np++] = (struct pollfd){errp[0], POLLIN, 0};
+        }
+        if (!exited) {
+            idx_pid = np;
+            pf[np++] = (struct pollfd){pidfd, POLLIN, 0};
+        }
+        if (!killed) {
+            idx_t = np;
+            pf[np++] = (struct pollfd){tfd, POLLIN, 0};
+        }
+        if (in_p[1] >= 0) {
+            idx_in = np;
+            pf[np++] = (struct pollfd){in_p[1], POLLOUT, 0};
+        }
+        if (started_fd >= 0) {
+            idx_s = np;
+            pf[np++] = (struct pollfd){started_fd, POLLIN, 0};
+        }
+        if (status_fd >= 0) {
+            idx_st = np;
+            pf[np++] = (struct pollfd){status_fd, POLLIN, 0};
+        }
+        if (exited && out_p[0] < 0 && errp[0] < 0 && started_fd < 0 && status_fd < 0)
+            break;
+        /* After the top process is gone, its tree is being torn down; once killed we
+         * give the pipes a short bounded drain instead of waiting forever. */
+        int wait_ms = -1;
+        if (exited && killed) {
+            unsigned long long now = a3s_now_ms();
+            if (now - exit_ms >= 100)
+                break;
+            wait_ms = (int)(100 - (now - exit_ms));
+        }
+        int pr = poll(pf, (nfds_t)np, wait_ms);
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "supervise: poll");
+            kill_tree(pid, pidfd);
+            goto out;
+        }
+        if (pr == 0)
+            continue;
+
+        for (int s = 0; s < 2; s++) {
+            int idx = s == 0 ? idx_out : idx_err;
+            int *fd = s == 0 ? &out_p[0] : &errp[0];
+            if (idx < 0 || !(pf[idx].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t r = read(*fd, buf, READ_CHUNK);
+            if (r > 0) {
+                size_t head = a3s_capture_feed(o->cap, s + 1, buf, (size_t)r);
+                if (l->on_output && !o->aborted &&
+                    l->on_output(l->output_ud, s + 1, buf, (size_t)r, head) != 0) {
+                    /* Stop now: kill the tree, then finish like a deadline kill. */
+                    o->aborted = true;
+                    killed = true;
+                    kill_tree(pid, pidfd);
+                    if (exited)
+                        exit_ms = a3s_now_ms();
+                }
+            } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+                close_fd(fd);
+            }
+        }
+        if (idx_s >= 0 && (pf[idx_s].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char c;
+            ssize_t r = read(started_fd, &c, 1);
+            if (r == 1)
+                o->started = true;
+            /* One byte is all we need; EOF means the wrapper never got to write it. */
+            if (r >= 0 || errno != EINTR)
+                started_fd = -1;
+        }
+        if (idx_st >= 0 && (pf[idx_st].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t r = read(status_fd, status_buf + status_len,
+                             sizeof status_buf - 1 - status_len);
+            if (r > 0) {
+                status_len += (size_t)r;
+                parse_status(status_buf, &status_len, o);
+                if (status_len == sizeof status_buf - 1)
+                    status_len = 0; /* an overlong line is not ours to parse */
+            } else if (r == 0 || errno != EINTR) {
+                status_fd = -1;
+            }
+        }
+        if (idx_in >= 0 && (pf[idx_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t w = write(in_p[1], l->stdin_data + in_off, l->stdin_len - in_off);
+            if (w > 0)
+                in_off += (size_t)w;
+            if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off >= l->stdin_len)
+                close_fd(&in_p[1]);
+        }
+        if (idx_t >= 0 && (pf[idx_t].revents & POLLIN)) {
+            killed = true;
+            o->timed_out = !exited;
+            kill_tree(pid, pidfd);
+            if (exited)
+                exit_ms = a3s_now_ms();
+        }
+        if (idx_pid >= 0 && (pf[idx_pid].revents & POLLIN)) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0) {
+                a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "supervise: waitid");
+                kill_tree(pid, pidfd);
+                goto out;
+            }
+            reaped = true;
+            exited = true;
+            o->wait_status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8
+                                                      : (si.si_status & 0x7f);
+            /* Nothing of the tree may outlive the top process: kill the group now; the
+             * pid namespace (bwrap) is torn down by the kernel already. */
+            (void)kill(-pid, SIGKILL);
+            if (!killed) {
+                /* Keep reading until EOF, but never past the deadline. */
+            } else {
+                exit_ms = a3s_now_ms();
+            }
+        }
+    }
+    rc = 0;
+
+out:
+    if (!keep_closed)
+        close_keep(l);
+    if (!reaped && pid > 0) {
+        kill_tree(pid, pidfd >= 0 ? pidfd : -1);
+        (void)waitpid(pid, NULL, 0);
+    }
+    close_fd(&out_p[0]);
+    close_fd(&out_p[1]);
+    close_fd(&errp[0]);
+    close_fd(&errp[1]);
+    close_fd(&in_p[0]);
+    close_fd(&in_p[1]);
+    close_fd(&ep[0]);
+    close_fd(&ep[1]);
+    close_fd(&null_fd);
+    close_fd(&pidfd);
+    close_fd(&tfd);
+    free(buf);
+    o->duration_ms = a3s_now_ms() - t0;
+    if (rc < 0) {
+        a3s_capture_free(o->cap);
+        o->cap = NULL;
+    }
+    return rc;
+}

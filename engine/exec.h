@@ -1,0 +1,58 @@
+/* Spawn and supervise one process tree: own process group, all other fds closed, a poll
+ * loop over stdout/stderr/pidfd/timerfd, the bounded capture, the deadline that kills the
+ * whole tree, and the exit status. Knows nothing about bwrap or Lua. */
+#ifndef A3S_EXEC_H
+#define A3S_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "a3s_sandbox.h"
+#include "capture.h"
+
+#define A3S_EXEC_MAX_KEEP 6
+
+typedef struct a3s_fdmap {
+    int fd;     /* parent's fd */
+    int target; /* number it gets in the child (>= 3), CLOEXEC cleared */
+} a3s_fdmap;
+
+typedef struct a3s_launch {
+    const char *path;  /* absolute program path */
+    char *const *argv; /* NULL-terminated */
+    char *const *envp; /* NULL-terminated */
+    const char *cwd;   /* NULL: inherit */
+    a3s_fdmap keep[A3S_EXEC_MAX_KEEP];
+    size_t nkeep;
+    int stdin_fd;           /* >= 0: becomes the child's stdin */
+    const char *stdin_data; /* when stdin_fd < 0: fed through a pipe; NULL: /dev/null */
+    size_t stdin_len;
+    int started_fd; /* read end of the "command started" pipe, or -1 */
+    int status_fd;  /* read end of bwrap's --json-status-fd pipe, or -1 */
+    int64_t timeout_ms;
+    size_t output_budget;
+    int64_t nofile;     /* RLIMIT_NOFILE for the tree, < 0: unchanged */
+    int64_t core_bytes; /* RLIMIT_CORE, < 0: unchanged */
+    a3s_output_fn on_output;
+    void *output_ud;
+} a3s_launch;
+
+typedef struct a3s_outcome {
+    a3s_capture *cap;   /* owned by the caller after return (a3s_capture_free) */
+    int wait_status;    /* of the top process (waitid-derived, as from waitpid) */
+    bool timed_out;     /* the deadline killed the tree */
+    bool aborted;       /* the observer asked to stop; the tree was killed */
+    bool started;       /* the "command started" byte arrived */
+    bool ns_started;    /* bwrap reported "child-pid" (namespaces were created) */
+    int reported_exit;  /* bwrap's "exit-code", or -1 */
+    uint64_t duration_ms;
+} a3s_outcome;
+
+/* Run to completion. Returns 0 when the process was spawned and reaped (whatever its
+ * status) and fills o; -1 with err when it could not be spawned (nothing ran). The keep
+ * fds are consumed (closed on every path); started_fd, status_fd and stdin_fd stay owned
+ * by the caller. */
+int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err);
+
+#endif

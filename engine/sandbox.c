@@ -1,0 +1,764 @@
+/* The public API: one execution flows request -> policy -> plan -> scan/pins -> backend
+ * -> exec -> result, in one direction (DESIGN.md "Data flow"). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "a3s_sandbox.h"
+#include "bwrap.h"
+#include "capture.h"
+#include "env.h"
+#include "exec.h"
+#include "pin.h"
+#include "plan.h"
+#include "policy_runtime.h"
+#include "scan.h"
+#include "seccomp.h"
+#include "util.h"
+
+extern char **environ;
+
+#define PROBE_MARKER "a3s-native-sandbox-ready"
+#define PROBE_TIMEOUT_MS 30000
+
+struct a3s_sandbox {
+    char *workspace, *bwrap, *shell, *home, *tmp;
+    a3s_policy_src src;
+    a3s_strv search_path;
+    a3s_strv host_env;
+    bool process_host;
+    char *fallback_reason;
+};
+
+const char *a3s_version(void)
+{
+    return A3S_SANDBOX_VERSION;
+}
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static const char *host_getenv(const a3s_sandbox *sb, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sb->host_env.n; i++)
+        if (strncmp(sb->host_env.v[i], name, n) == 0 && sb->host_env.v[i][n] == '=')
+            return sb->host_env.v[i] + n + 1;
+    return NULL;
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int push_path_list(a3s_strv *sv, const char *list)
+{
+    if (!list)
+        return 0;
+    char *copy = a3s_strdup(list);
+    if (!copy)
+        return -1;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ":", &save); t; t = strtok_r(NULL, ":", &save))
+        if (t[0] == '/' && a3s_strv_push(sv, t) < 0) {
+            free(copy);
+            return -1;
+        }
+    free(copy);
+    return 0;
+}
+
+/* Remove a directory tree without following symlinks; chmod-and-retry directories the
+ * command made unreadable. Best effort on individual entries, reports the first error. */
+static int rm_tree_at(int dfd, const char *name, int depth)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    if (depth > 256)
+        return -1;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES) {
+        (void)fchmodat(dfd, name, 0700, 0);
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return -1;
+    (void)fchmod(fd, 0700);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (rm_tree_at(dirfd(d), e->d_name, depth + 1) < 0)
+            rc = -1;
+    }
+    closedir(d);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+static void remove_scratch(const char *scratch)
+{
+    if (!scratch)
+        return;
+    char *copy = a3s_strdup(scratch);
+    if (!copy)
+        return;
+    char *slash = strrchr(copy, '/');
+    if (slash && slash != copy) {
+        *slash = '\0';
+        int dfd = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)rm_tree_at(dfd, slash + 1, 0);
+            close(dfd);
+        }
+    }
+    free(copy);
+}
+
+static char *make_scratch(const a3s_sandbox *sb, a3s_error *err)
+{
+    char *tmpl = NULL;
+    if (asprintf(&tmpl, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "scratch: out of memory");
+        return NULL;
+    }
+    if (!mkdtemp(tmpl)) { /* mkdtemp creates it 0700 */
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create the scratch directory in %s",
+                       sb->tmp);
+        free(tmpl);
+        return NULL;
+    }
+    return tmpl;
+}
+
+/* ---- construction ------------------------------------------------------------------- */
+
+void a3s_sandbox_free(a3s_sandbox *sb)
+{
+    if (!sb)
+        return;
+    free(sb->workspace);
+    free(sb->bwrap);
+    free(sb->shell);
+    free(sb->home);
+    free(sb->tmp);
+    free(sb->fallback_reason);
+    a3s_policy_src_free(&sb->src);
+    a3s_strv_free(&sb->search_path);
+    a3s_strv_free(&sb->host_env);
+    free(sb);
+}
+
+static a3s_plan *compile(a3s_sandbox *sb, const char *scratch, a3s_error *err)
+{
+    a3s_policy_ctx ctx = {
+        .workspace = sb->workspace,
+        .scratch = scratch,
+        .home = sb->home,
+        .tmp = sb->tmp,
+        .host_env = (const char *const *)sb->host_env.v,
+        .search_path = (const char *const *)sb->search_path.v,
+        .platform = "linux",
+    };
+    return a3s_policy_eval(&sb->src, &ctx, err);
+}
+
+static int quick_probe(a3s_sandbox *sb, a3s_error *err);
+
+a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
+{
+    a3s_options none = {0};
+    if (!opts)
+        opts = &none;
+    a3s_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    const char *const *env = opts->host_env ? opts->host_env : (const char *const *)environ;
+    for (size_t i = 0; env && env[i]; i++)
+        if (a3s_strv_push(&sb->host_env, env[i]) < 0)
+            goto oom;
+    if (!sb->host_env.v && a3s_strv_push(&sb->host_env, "A3S_EMPTY_ENV_=1") < 0)
+        goto oom;
+
+    /* Workspace: canonical, a directory. */
+    const char *ws = opts->workspace ? opts->workspace : ".";
+    sb->workspace = realpath(ws, NULL);
+    if (!sb->workspace) {
+        a3s_fail_errno(err, A3S_ERR_INVALID, errno,
+                       "failed to canonicalize the sandbox workspace '%s'", ws);
+        goto fail;
+    }
+    if (!is_dir(sb->workspace)) {
+        a3s_fail(err, A3S_ERR_INVALID, "sandbox workspace %s is not a directory",
+                 sb->workspace);
+        goto fail;
+    }
+
+    /* Host roots the policy hides. */
+    const char *home = host_getenv(sb, "HOME");
+    if (!home || home[0] != '/') {
+        struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : "/nonexistent";
+    }
+    sb->home = realpath(home, NULL);
+    if (!sb->home && !(sb->home = a3s_strdup(home)))
+        goto oom;
+    const char *tmp = host_getenv(sb, "TMPDIR");
+    if (!tmp || tmp[0] != '/' || !is_dir(tmp))
+        tmp = "/tmp";
+    sb->tmp = realpath(tmp, NULL);
+    if (!sb->tmp) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "temporary directory %s", tmp);
+        goto fail;
+    }
+
+    /* Policy search path: explicit dirs, installed policies, the source tree's policies
+     * (when running from a build tree), then $A3S_SANDBOX_POLICY_PATH. */
+    for (size_t i = 0; opts->policy_path && opts->policy_path[i]; i++)
+        if (a3s_strv_push(&sb->search_path, opts->policy_path[i]) < 0)
+            goto oom;
+    if (is_dir(A3S_POLICY_INSTALL_DIR) && a3s_strv_push(&sb->search_path, A3S_POLICY_INSTALL_DIR) < 0)
+        goto oom;
+    if (is_dir(A3S_SOURCE_POLICY_DIR) && a3s_strv_push(&sb->search_path, A3S_SOURCE_POLICY_DIR) < 0)
+        goto oom;
+    if (push_path_list(&sb->search_path, host_getenv(sb, "A3S_SANDBOX_POLICY_PATH")) < 0)
+        goto oom;
+
+    if (a3s_policy_resolve(opts->policy ? opts->policy : "baseline",
+                           (const char *const *)sb->search_path.v, &sb->src, err) < 0)
+        goto fail;
+
+    /* Evaluate once now so that a broken policy fails at construction. */
+    {
+        char *scratch = NULL;
+        if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
+            goto oom;
+        a3s_plan *p = compile(sb, scratch, err);
+        free(scratch);
+        if (!p)
+            goto fail;
+        a3s_plan_free(p);
+    }
+
+    /* Trusted executables, never from inside the workspace. */
+    a3s_error berr = {0};
+    const char *bw = opts->bwrap ? opts->bwrap : host_getenv(sb, "A3S_SANDBOX_BWRAP");
+    if (!bw || !*bw)
+        bw = "/usr/bin/bwrap";
+    int brc = a3s_bwrap_resolve_exe(bw, sb->workspace, "bubblewrap", &sb->bwrap, &berr);
+    if (a3s_bwrap_resolve_exe("/bin/bash", sb->workspace, "trusted bash", &sb->shell, err) < 0)
+        goto fail;
+    if (brc == 0 && opts->allow_process_host && quick_probe(sb, &berr) < 0)
+        brc = -1;
+    if (brc < 0) {
+        if (!opts->allow_process_host) {
+            *err = berr;
+            goto fail;
+        }
+        sb->process_host = true;
+        if (!(sb->fallback_reason = a3s_strdup(berr.msg)))
+            goto oom;
+    }
+    return sb;
+oom:
+    a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+fail:
+    a3s_sandbox_free(sb);
+    return NULL;
+}
+
+const char *a3s_sandbox_workspace(const a3s_sandbox *sb)
+{
+    return sb->workspace;
+}
+
+const char *a3s_sandbox_policy_name(const a3s_sandbox *sb)
+{
+    return sb->src.name;
+}
+
+const char *a3s_sandbox_backend(const a3s_sandbox *sb)
+{
+    return sb->process_host ? "process-host" : "linux-bwrap";
+}
+
+const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb)
+{
+    return sb->fallback_reason;
+}
+
+/* ---- one execution ------------------------------------------------------------------ */
+
+typedef struct prepared {
+    char *scratch;
+    a3s_plan *plan;
+    a3s_scan_result scan;
+    a3s_pins *pins;
+    a3s_strv env;
+    a3s_strv args;
+    char digest[65];
+} prepared;
+
+static void prepared_free(prepared *pp)
+{
+    a3s_pins_release(pp->pins);
+    pp->pins = NULL;
+    a3s_scan_result_free(&pp->scan);
+    a3s_plan_free(pp->plan);
+    pp->plan = NULL;
+    a3s_strv_free(&pp->env);
+    a3s_strv_free(&pp->args);
+    remove_scratch(pp->scratch);
+    free(pp->scratch);
+    pp->scratch = NULL;
+}
+
+/* Policy -> validated plan -> scan -> (pins) -> env -> bwrap args. `pin` is false for
+ * read-only questions (plan JSON): then missing protected names are not pinned. */
+static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepared *pp,
+                   a3s_error *err)
+{
+    memset(pp, 0, sizeof *pp);
+    if (!(pp->scratch = make_scratch(sb, err)))
+        return -1;
+    if (!(pp->plan = compile(sb, pp->scratch, err)))
+        goto fail;
+    if (a3s_plan_digest(pp->plan, pp->digest, err) < 0)
+        goto fail;
+    if (a3s_scan_workspace(pp->plan, &pp->scan, err) < 0)
+        goto fail;
+    if (pin) {
+        if (a3s_pins_acquire(sb->workspace, &pp->scan.missing_dirs, &pp->scan.missing_files,
+                             &pp->pins, err) < 0)
+            goto fail;
+        char *const *pins = a3s_pins_paths(pp->pins);
+        for (size_t i = 0; pins && pins[i]; i++)
+            if (a3s_plan_add_fs(pp->plan, A3S_FS_PROTECT, pins[i], false, true, NULL, 0, err) < 0)
+                goto fail;
+    }
+    if (a3s_env_compose(&pp->plan->env, (const char *const *)sb->host_env.v,
+                        req ? req->env : NULL, &pp->env, err) < 0)
+        goto fail;
+    if (sb->process_host)
+        return 0;
+    static const char *const probe_argv[] = {"true", NULL};
+    a3s_bwrap_cmd cmd = {.shell = sb->shell};
+    if (req && req->argv)
+        cmd.argv = (char *const *)req->argv;
+    else if (req && req->shell_command)
+        cmd.shell_command = req->shell_command;
+    else
+        cmd.argv = (char *const *)probe_argv;
+    if (a3s_bwrap_build_args(pp->plan, &pp->env, &cmd, &pp->args, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    prepared_free(pp);
+    return -1;
+}
+
+static int check_request(const a3s_exec_request *req, a3s_error *err)
+{
+    if (!req || (!req->argv == !req->shell_command))
+        return a3s_fail(err, A3S_ERR_INVALID, "exec: give exactly one of argv and a shell command");
+    if (req->argv && !req->argv[0])
+        return a3s_fail(err, A3S_ERR_INVALID, "exec: empty argv");
+    if (req->shell_command && !req->shell_command[0])
+        return a3s_fail(err, A3S_ERR_INVALID, "exec: empty command");
+    if (req->timeout_ms == 0)
+        return a3s_fail(err, A3S_ERR_INVALID,
+                        "exec: the command timeout must be greater than zero");
+    for (size_t i = 0; req->env && req->env[i]; i++)
+        if (a3s_env_check_entry(req->env[i], err) < 0)
+            return -1;
+    return 0;
+}
+
+static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_plan *p)
+{
+    json_t *a = json_array();
+    if (!a)
+        return NULL;
+    if (o->timed_out)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "deadline", "target",
+                                           "<process-tree>", "limit_ms", (json_int_t)timeout_ms));
+    if (o->cap && a3s_capture_truncated(o->cap))
+        json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "output_limit",
+                                           "target", "<output>", "limit_bytes",
+                                           (json_int_t)p->limits.output_bytes));
+    char *s = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    return s;
+}
+
+static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o,
+                       int64_t timeout_ms, a3s_result *r, a3s_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (a3s_capture_render(o->cap, A3S_STDOUT, &r->stdout_text, &r->stdout_len,
+                           &r->stdout_rest, &r->stdout_rest_len) < 0 ||
+        a3s_capture_render(o->cap, A3S_STDERR, &r->stderr_text, &r->stderr_len,
+                           &r->stderr_rest, &r->stderr_rest_len) < 0)
+        goto oom;
+    r->timed_out = o->timed_out;
+    r->truncated = a3s_capture_truncated(o->cap);
+    r->total_bytes = a3s_capture_total(o->cap);
+    r->captured_bytes = a3s_capture_captured(o->cap);
+    r->duration_ms = o->duration_ms;
+    if (o->timed_out) {
+        r->has_signal = true;
+        r->signal = 9;
+    } else if (WIFEXITED(o->wait_status)) {
+        r->has_exit_code = true;
+        r->exit_code = WEXITSTATUS(o->wait_status);
+    } else if (WIFSIGNALED(o->wait_status)) {
+        r->has_signal = true;
+        r->signal = WTERMSIG(o->wait_status);
+    }
+    snprintf(r->policy, sizeof r->policy, "%s", pp->plan->name);
+    memcpy(r->policy_digest, pp->digest, sizeof r->policy_digest);
+    r->backend = a3s_sandbox_backend(sb);
+    if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan)))
+        goto oom;
+    return 0;
+oom:
+    a3s_result_free(r);
+    return a3s_fail(err, A3S_ERR_INTERNAL, "result: out of memory");
+}
+
+/* First line(s) of what bwrap said, for "the sandbox never started" errors. */
+static void setup_reason(const a3s_capture *cap, char *buf, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    buf[0] = '\0';
+    if (a3s_capture_render(cap, A3S_STDERR, &text, &len, NULL, NULL) < 0 || !text)
+        return;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    snprintf(buf, n, "%s", len ? text : "bubblewrap exited without starting the command");
+    free(text);
+}
+
+int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
+                     a3s_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (check_request(req, err) < 0)
+        return err ? err->code : A3S_ERR_INVALID;
+    prepared pp;
+    if (prepare(sb, req, true, &pp, err) < 0)
+        return err ? err->code : A3S_ERR_SETUP;
+
+    int rc = A3S_ERR_SETUP;
+    int seccomp_fd = -1, args_fd = -1, started[2] = {-1, -1}, status[2] = {-1, -1};
+    a3s_outcome o;
+    memset(&o, 0, sizeof o);
+    int64_t timeout_ms = pp.plan->limits.timeout_ms;
+    if (req->timeout_ms > 0 && req->timeout_ms < timeout_ms)
+        timeout_ms = req->timeout_ms;
+
+    a3s_launch l = {
+        .stdin_fd = req->stdin_fd,
+        .stdin_data = req->stdin_data,
+        .stdin_len = req->stdin_len,
+        .started_fd = -1,
+        .status_fd = -1,
+        .timeout_ms = timeout_ms,
+        .output_budget = (size_t)pp.plan->limits.output_bytes,
+        .nofile = pp.plan->limits.nofile,
+        .core_bytes = pp.plan->limits.core_bytes,
+        .on_output = req->on_output,
+        .output_ud = req->output_ud,
+        .cwd = sb->workspace,
+    };
+    char *argv_buf[8];
+    char fdnum[16];
+    if (sb->process_host) {
+        /* SPEC §7: no local boundary; same deadline, kill and bounded output. */
+        size_t n = 0;
+        argv_buf[n++] = sb->shell;
+        argv_buf[n++] = (char *)"-c";
+        if (req->shell_command) {
+            argv_buf[n++] = (char *)req->shell_command;
+            argv_buf[n] = NULL;
+            l.argv = argv_buf;
+        } else {
+            size_t m = 0;
+            while (req->argv[m])
+                m++;
+            char **v = calloc(m + 5, sizeof *v);
+            if (!v) {
+                a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+                goto out;
+            }
+            v[0] = sb->shell;
+            v[1] = (char *)"-c";
+            v[2] = (char *)"exec \"$@\"";
+            v[3] = (char *)"a3s-sandbox";
+            memcpy(v + 4, req->argv, m * sizeof *v);
+            l.argv = v;
+        }
+        l.path = sb->shell;
+        l.envp = pp.env.v;
+        int erc = a3s_exec_run(&l, &o, err);
+        if (l.argv != argv_buf)
+            free((void *)l.argv);
+        if (erc < 0)
+            goto out;
+        o.started = true;
+    } else {
+        if ((seccomp_fd = a3s_seccomp_export(&pp.plan->seccomp, err)) < 0)
+            goto out;
+        if ((args_fd = a3s_bwrap_args_memfd(&pp.args, err)) < 0)
+            goto out;
+        if (pipe2(started, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: pipe2");
+            goto out;
+        }
+        snprintf(fdnum, sizeof fdnum, "%d", A3S_FD_ARGS);
+        argv_buf[0] = sb->bwrap;
+        argv_buf[1] = (char *)"--args";
+        argv_buf[2] = fdnum;
+        argv_buf[3] = NULL;
+        static char *const empty_env[] = {NULL};
+        l.path = sb->bwrap;
+        l.argv = argv_buf;
+        l.envp = empty_env; /* bwrap itself runs with nothing from the caller */
+        l.keep[0] = (a3s_fdmap){started[1], A3S_FD_STARTED};
+        l.keep[1] = (a3s_fdmap){status[1], A3S_FD_STATUS};
+        l.keep[2] = (a3s_fdmap){args_fd, A3S_FD_ARGS};
+        l.keep[3] = (a3s_fdmap){seccomp_fd, A3S_FD_SECCOMP};
+        l.nkeep = 4;
+        l.started_fd = started[0];
+        l.status_fd = status[0];
+        /* a3s_exec_run consumes the keep fds. */
+        started[1] = status[1] = args_fd = seccomp_fd = -1;
+        if (a3s_exec_run(&l, &o, err) < 0)
+            goto out;
+        if (!o.started && !o.timed_out && !o.aborted) {
+            char why[1536];
+            setup_reason(o.cap, why, sizeof why);
+            a3s_fail(err, A3S_ERR_SETUP, "the sandbox could not be set up%s: %s",
+                     o.ns_started ? "" : " (namespaces were not created)", why);
+            goto out;
+        }
+    }
+    if (o.aborted) {
+        rc = A3S_ERR_ABORTED;
+        a3s_fail(err, rc, "the output observer stopped the command; the process tree was killed");
+        goto out;
+    }
+    if (fill_result(sb, &pp, &o, timeout_ms, r, err) < 0)
+        goto out;
+    rc = A3S_OK;
+out:
+    if (seccomp_fd >= 0)
+        close(seccomp_fd);
+    if (args_fd >= 0)
+        close(args_fd);
+    for (int i = 0; i < 2; i++) {
+        if (started[i] >= 0)
+            close(started[i]);
+        if (status[i] >= 0)
+            close(status[i]);
+    }
+    a3s_capture_free(o.cap);
+    prepared_free(&pp);
+    return rc;
+}
+
+void a3s_result_free(a3s_result *r)
+{
+    if (!r)
+        return;
+    free(r->stdout_text);
+    free(r->stderr_text);
+    free(r->stdout_rest);
+    free(r->stderr_rest);
+    free(r->denials_json);
+    memset(r, 0, sizeof *r);
+}
+
+char *a3s_result_json(const a3s_result *r)
+{
+    json_error_t je;
+    json_t *den = json_loads(r->denials_json ? r->denials_json : "[]", 0, &je);
+    json_t *o = json_object();
+    if (!o || !den) {
+        json_decref(o);
+        json_decref(den);
+        return NULL;
+    }
+    json_object_set_new(o, "stdout", json_stringn(r->stdout_text ? r->stdout_text : "", r->stdout_len));
+    json_object_set_new(o, "stderr", json_stringn(r->stderr_text ? r->stderr_text : "", r->stderr_len));
+    json_object_set_new(o, "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null());
+    json_object_set_new(o, "signal", r->has_signal ? json_integer(r->signal) : json_null());
+    json_object_set_new(o, "timed_out", json_boolean(r->timed_out));
+    json_object_set_new(o, "truncated", json_boolean(r->truncated));
+    json_object_set_new(o, "total_bytes", json_integer((json_int_t)r->total_bytes));
+    json_object_set_new(o, "captured_bytes", json_integer((json_int_t)r->captured_bytes));
+    json_object_set_new(o, "duration_ms", json_integer((json_int_t)r->duration_ms));
+    json_object_set_new(o, "policy", json_string(r->policy));
+    json_object_set_new(o, "policy_digest", json_string(r->policy_digest));
+    json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
+    json_object_set_new(o, "network_grants", json_array());
+    json_object_set_new(o, "denials", den);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return s;
+}
+
+/* ---- probe, plan, digest, capabilities ------------------------------------------------ */
+
+static int run_probe(a3s_sandbox *sb, a3s_error *err)
+{
+    static const char *const argv[] = {"printf", "%s", PROBE_MARKER, NULL};
+    a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+    req.argv = argv;
+    req.timeout_ms = PROBE_TIMEOUT_MS;
+    a3s_result r;
+    int rc = a3s_sandbox_exec(sb, &req, &r, err);
+    if (rc != A3S_OK)
+        return a3s_fail(err, rc, "sandbox probe failed: %s", err ? err->msg : "");
+    bool good = r.has_exit_code && r.exit_code == 0 && !r.timed_out &&
+                strcmp(r.stdout_text, PROBE_MARKER) == 0;
+    if (!good)
+        a3s_fail(err, A3S_ERR_SETUP,
+                 "sandbox probe failed: exit %d%s, stdout '%.200s', stderr '%.400s'",
+                 r.has_exit_code ? r.exit_code : -1, r.timed_out ? " (timed out)" : "",
+                 r.stdout_text, r.stderr_text);
+    a3s_result_free(&r);
+    return good ? 0 : -1;
+}
+
+/* Used for the process-host opt-in: is the native boundary usable at all? */
+static int quick_probe(a3s_sandbox *sb, a3s_error *err)
+{
+    return run_probe(sb, err);
+}
+
+int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err)
+{
+    if (sb->process_host)
+        return a3s_fail(err, A3S_ERR_SETUP, "no local boundary: %s", sb->fallback_reason);
+    return run_probe(sb, err) < 0 ? (err ? err->code : A3S_ERR_SETUP) : A3S_OK;
+}
+
+int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
+{
+    char *scratch = NULL;
+    if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory"), A3S_ERR_INTERNAL;
+    a3s_plan *p = compile(sb, scratch, err);
+    free(scratch);
+    if (!p)
+        return err ? err->code : A3S_ERR_POLICY;
+    int rc = a3s_plan_digest(p, out, err);
+    a3s_plan_free(p);
+    return rc < 0 ? (err ? err->code : A3S_ERR_INTERNAL) : A3S_OK;
+}
+
+char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
+{
+    prepared pp;
+    if (prepare(sb, NULL, false, &pp, err) < 0)
+        return NULL;
+    json_t *extra = json_object();
+    char *argv = a3s_bwrap_args_json(sb->bwrap ? sb->bwrap : "bwrap", &pp.args);
+    char *sc = a3s_seccomp_describe_json(&pp.plan->seccomp);
+    json_error_t je;
+    json_t *pins = json_array();
+    for (size_t i = 0; i < pp.scan.missing_dirs.n; i++)
+        json_array_append_new(pins, json_string(pp.scan.missing_dirs.v[i]));
+    for (size_t i = 0; i < pp.scan.missing_files.n; i++)
+        json_array_append_new(pins, json_string(pp.scan.missing_files.v[i]));
+    json_object_set_new(extra, "policy_digest", json_string(pp.digest));
+    json_object_set_new(extra, "backend", json_string(a3s_sandbox_backend(sb)));
+    json_object_set_new(extra, "pins", pins);
+    if (argv && !sb->process_host)
+        json_object_set_new(extra, "bwrap_argv", json_loads(argv, 0, &je));
+    if (sc)
+        json_object_set_new(extra, "seccomp_filter", json_loads(sc, 0, &je));
+    json_object_set_new(extra, "env_result", json_array());
+    for (size_t i = 0; i < pp.env.n; i++)
+        json_array_append_new(json_object_get(extra, "env_result"), json_string(pp.env.v[i]));
+    char *extra_s = json_dumps(extra, JSON_COMPACT);
+    char *out = extra_s ? a3s_plan_json(pp.plan, extra_s) : NULL;
+    if (!out)
+        a3s_fail(err, A3S_ERR_INTERNAL, "plan: out of memory");
+    free(extra_s);
+    free(argv);
+    free(sc);
+    json_decref(extra);
+    prepared_free(&pp);
+    return out;
+}
+
+char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
+{
+    char digest[65];
+    if (a3s_sandbox_digest(sb, digest, err) != A3S_OK)
+        return NULL;
+    a3s_error perr = {0};
+    bool usable = !sb->process_host && run_probe(sb, &perr) == 0;
+    json_t *caps = json_pack(
+        "{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
+        "network_deny_all", usable, "private_network_namespace", usable,
+        "readonly_host_root", usable, "seccomp_filter", usable, "pid_namespace", usable,
+        "deadline_kill_tree", 1, "output_limit", 1, "environment_sanitized", 1,
+        "mediated_http", 0, "mediated_socks", 0, "unix_socket_allowlist", 0,
+        "resource_quotas", 0);
+    json_t *unavail = json_array();
+    const char *keys[] = {"network_deny_all", "private_network_namespace", "readonly_host_root",
+                          "seccomp_filter", "pid_namespace", "mediated_http", "mediated_socks",
+                          "unix_socket_allowlist", "resource_quotas"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!json_is_true(json_object_get(caps, keys[i])))
+            json_array_append_new(unavail, json_string(keys[i]));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:b}", "backend",
+                          a3s_sandbox_backend(sb), "policy", sb->src.name, "policy_digest",
+                          digest, "version", A3S_SANDBOX_VERSION, "capabilities", caps,
+                          "unavailable", unavail, "boundary_usable", usable);
+    if (o && !usable)
+        json_object_set_new(o, "reason", json_string(sb->process_host ? sb->fallback_reason
+                                                                     : perr.msg));
+    if (o && sb->bwrap)
+        json_object_set_new(o, "bwrap", json_string(sb->bwrap));
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(o);
+    if (!s)
+        a3s_fail(err, A3S_ERR_INTERNAL, "capabilities: out of memory");
+    return s;
+}
+
+int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err)
+{
+    a3s_options o = {.workspace = workspace, .policy = policy};
+    a3s_sandbox *sb = a3s_sandbox_new(&o, err);
+    if (!sb)
+        return err ? err->code : A3S_ERR_POLICY;
+    a3s_sandbox_free(sb);
+    return A3S_OK;
+}
