@@ -22,7 +22,7 @@
 #include "plan.h"
 #include "policy_runtime.h"
 #include "scan.h"
-#include "seccomp.h"
+#include "a3s_seccomp.h"
 #include "util.h"
 
 extern char **environ;

@@ -1,6 +1,6 @@
 /* The seccomp filter, compiled with libseccomp in the parent and exported as BPF. */
-#ifndef A3S_SECCOMP_H
-#define A3S_SECCOMP_H
+#ifndef A3S_A3S_SECCOMP_H
+#define A3S_A3S_SECCOMP_H
 
 #include <stdbool.h>
 

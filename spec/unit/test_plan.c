@@ -1,0 +1,976 @@
+/* Unit tests of engine/plan: builders, strict validation, canonical encoding, digest,
+ * full JSON dump. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "plan.h"
+#include "tap.h"
+#include "util.h"
+
+typedef struct roots {
+    const char *ws, *scratch, *home, *tmp;
+} host_roots;
+
+/* Host A: workspace under HOME, scratch under /tmp (the common layout). */
+static const host_roots HOST_A = {"/home/alice/proj", "/tmp/a3s-1234", "/home/alice", "/tmp"};
+/* Host B: everything elsewhere. */
+static const host_roots HOST_B = {"/srv/work/x", "/var/tmp/a3s-99", "/home/bob", "/var/tmp"};
+
+static char *cat(const char *a, const char *b)
+{
+    char *s = NULL;
+    if (asprintf(&s, "%s%s", a, b) < 0)
+        abort();
+    return s;
+}
+
+static void must(int rc, const a3s_error *e)
+{
+    if (rc != 0) {
+        printf("Bail out! builder failed: %s\n", e->msg);
+        exit(2);
+    }
+}
+
+static void add_fs(a3s_plan *p, enum a3s_fs_kind k, const char *root, const char *rest,
+                   bool optional, const char *file, int line)
+{
+    a3s_error e = {0};
+    char *path = cat(root, rest);
+    must(a3s_plan_add_fs(p, k, path, optional, false, file, line, &e), &e);
+    free(path);
+}
+
+static void add_name(a3s_name_list *l, const char *name, const char *file, int line)
+{
+    a3s_error e = {0};
+    must(a3s_plan_add_name(l, name, file, line, &e), &e);
+}
+
+/* A baseline-like plan whose host-specific paths come from `r`; `file` and `off` vary the
+ * provenance only. */
+static a3s_plan *base_plan(const host_roots *r, const char *file, int off)
+{
+    a3s_error e = {0};
+    a3s_plan *p = a3s_plan_new();
+    if (!p)
+        abort();
+    p->name = strdup("baseline");
+    p->source = strdup(file);
+    must(a3s_plan_set_roots(p, r->ws, r->scratch, r->home, r->tmp, &e), &e);
+
+    add_fs(p, A3S_FS_HIDE, r->home, "", false, file, off + 1);
+    add_fs(p, A3S_FS_HIDE, "/root", "", true, file, off + 2);
+    add_fs(p, A3S_FS_HIDE, "/run", "", true, file, off + 3);
+    add_fs(p, A3S_FS_MASK, "/etc/shadow", "", true, file, off + 4);
+    add_fs(p, A3S_FS_RO, "/usr/bin", "", false, file, off + 5);
+    add_fs(p, A3S_FS_RO, r->home, "/.cargo/bin", true, file, off + 6);
+    add_fs(p, A3S_FS_MASK, r->home, "/.ssh", true, file, off + 7);
+    add_fs(p, A3S_FS_RW, r->ws, "", false, file, off + 8);
+    add_fs(p, A3S_FS_RW, r->scratch, "", false, file, off + 9);
+    add_fs(p, A3S_FS_TMPFS, r->scratch, "/tmp", false, file, off + 10);
+    add_fs(p, A3S_FS_PROTECT, r->ws, "/.git", true, file, off + 11);
+
+    add_name(&p->protect_dirs, ".git", file, off + 20);
+    add_name(&p->protect_dirs, ".a3s", file, off + 21);
+    add_name(&p->protect_files, ".gitmodules", file, off + 22);
+    add_name(&p->secret_prefixes, ".env", file, off + 23);
+    add_name(&p->scan_skip, ".git", file, off + 24);
+    add_name(&p->scan_skip, "node_modules", file, off + 25);
+
+    add_name(&p->env.keep, "PATH", file, off + 30);
+    add_name(&p->env.keep, "LANG", file, off + 31);
+    add_name(&p->env.keep_prefix, "LC_", file, off + 32);
+    add_name(&p->env.strip, "LD_PRELOAD", file, off + 33);
+    add_name(&p->env.strip_prefix, "BASH_FUNC_", file, off + 34);
+    char *v = cat(r->scratch, "/home");
+    must(a3s_plan_env_set(p, "HOME", v, file, off + 35, &e), &e);
+    free(v);
+    v = cat(r->scratch, "/tmp");
+    must(a3s_plan_env_set(p, "TMPDIR", v, file, off + 36, &e), &e);
+    free(v);
+    /* A PATH-like list: each element is encoded on its own. */
+    char *list = NULL;
+    if (asprintf(&list, "%s/bin:/usr/bin:%s/.cargo/bin", r->scratch, r->home) < 0)
+        abort();
+    must(a3s_plan_env_set(p, "A3S_TOOLPATH", list, file, off + 37, &e), &e);
+    free(list);
+    must(a3s_plan_env_set(p, "LANGUAGE", "C", file, off + 38, &e), &e);
+
+    must(a3s_plan_seccomp_deny(p, "io_uring_setup", EPERM, file, off + 40, &e), &e);
+    must(a3s_plan_seccomp_deny(p, "clone3", ENOSYS, file, off + 41, &e), &e);
+    must(a3s_plan_seccomp_deny(p, "link", EPERM, file, off + 42, &e), &e);
+    free(p->seccomp.prov.file);
+    p->seccomp.prov.file = strdup(file);
+    p->seccomp.prov.line = off + 43;
+    free(p->limits.prov.file);
+    p->limits.prov.file = strdup(file);
+    p->limits.prov.line = off + 44;
+    return p;
+}
+
+static bool contains(const char *hay, const char *needle)
+{
+    return hay && needle && strstr(hay, needle) != NULL;
+}
+
+static bool is_hex64(const char *s)
+{
+    if (strlen(s) != 64)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------ builders */
+
+static void test_defaults_and_builders(void)
+{
+    a3s_plan *p = a3s_plan_new();
+    ok(p != NULL, "plan_new returns a plan");
+    ok(p->network == A3S_NET_NONE, "default network none");
+    ok(p->seccomp.socketpair_unix && p->seccomp.deny_clone_ns && p->seccomp.deny_tty_inject,
+       "default seccomp booleans true");
+    ok(p->seccomp.socket_errnum == EAFNOSUPPORT, "default socket errno EAFNOSUPPORT");
+    ok(p->limits.timeout_ms == 120000 && p->limits.output_bytes == 102400 &&
+           p->limits.nofile == 1024 && p->limits.core_bytes == 0 && p->limits.scan_depth == 64 &&
+           p->limits.scan_entries == 1000000,
+       "default limits");
+
+    a3s_error e = {0};
+    char buf[64];
+    strcpy(buf, "/opt/tool");
+    char file[32];
+    strcpy(file, "policies/t.lua");
+    /* Enough rules to grow every array several times. */
+    int rc = 0;
+    for (int i = 0; i < 40; i++)
+        rc |= a3s_plan_add_fs(p, A3S_FS_RO, buf, i % 2 == 0, false, file, i + 1, &e);
+    ok(rc == 0 && p->nfs == 40, "add_fs appends 40 rules");
+    rc = 0;
+    for (int i = 0; i < 20; i++) {
+        rc |= a3s_plan_add_name(&p->env.keep, "NAME", file, i, &e);
+        rc |= a3s_plan_env_set(p, "K", "V", NULL, 0, &e);
+        rc |= a3s_plan_seccomp_deny(p, "bpf", EPERM, file, i, &e);
+        rc |= a3s_plan_seccomp_allow_family(p, AF_INET, &e);
+    }
+    ok(rc == 0 && p->env.keep.n == 20 && p->env.nset == 20 && p->seccomp.ndeny == 20 &&
+           p->seccomp.nsocket_allow == 20,
+       "name/env/seccomp builders grow their arrays");
+    /* Arguments are copied: changing the caller's buffers changes nothing. */
+    strcpy(buf, "/XXXXXXXXX");
+    strcpy(file, "changed.lua");
+    ok_streq(p->fs[0].path, "/opt/tool", "add_fs copies the path");
+    ok_streq(p->fs[39].prov.file, "policies/t.lua", "add_fs copies the provenance file");
+    ok(p->fs[39].prov.line == 40 && p->fs[0].optional && !p->fs[1].optional,
+       "line and optional flag stored");
+    ok(p->env.set[3].prov.file == NULL, "NULL provenance file stays NULL (<engine>)");
+
+    ok(a3s_plan_add_fs(p, A3S_FS_RO, NULL, false, false, NULL, 0, &e) == -1 &&
+           e.code == A3S_ERR_INVALID,
+       "add_fs refuses a NULL path");
+    ok(a3s_plan_add_fs(p, A3S_FS_KIND_COUNT, "/x", false, false, NULL, 0, &e) == -1 &&
+           e.code == A3S_ERR_INVALID,
+       "add_fs refuses an unknown kind");
+
+    ok(a3s_plan_set_roots(p, "/w", NULL, "/h", NULL, &e) == 0, "set_roots with NULLs");
+    ok(p->workspace && strcmp(p->workspace, "/w") == 0 && !p->scratch && p->home &&
+           strcmp(p->home, "/h") == 0 && !p->tmp,
+       "set_roots stores copies, NULL means unset");
+    ok(a3s_plan_set_roots(p, "/w", "/s", "/h", "/t", &e) == 0 && p->scratch && p->tmp,
+       "set_roots replaces the previous roots");
+    ok(a3s_plan_set_roots(p, "/w/", NULL, NULL, NULL, &e) == -1 && e.code == A3S_ERR_INVALID &&
+           contains(e.msg, "/w/"),
+       "set_roots refuses an unclean root: %s", e.msg);
+    ok(p->workspace && strcmp(p->workspace, "/w") == 0,
+       "a refused set_roots leaves the roots unchanged");
+    a3s_plan_free(p);
+    a3s_plan_free(NULL);
+    ok(1, "plan_free(NULL) is harmless");
+}
+
+static void test_names(void)
+{
+    ok_streq(a3s_fs_kind_name(A3S_FS_HIDE), "hide", "kind name hide");
+    ok_streq(a3s_fs_kind_name(A3S_FS_TMPFS), "tmpfs", "kind name tmpfs");
+    ok_streq(a3s_fs_kind_name(A3S_FS_RO), "read_only", "kind name read_only");
+    ok_streq(a3s_fs_kind_name(A3S_FS_RW), "writable", "kind name writable");
+    ok_streq(a3s_fs_kind_name(A3S_FS_PROTECT), "protect", "kind name protect");
+    ok_streq(a3s_fs_kind_name(A3S_FS_MASK), "mask", "kind name mask");
+
+    static const struct {
+        const char *n;
+        int v;
+    } t[] = {{"EPERM", EPERM},   {"ENOSYS", ENOSYS}, {"EACCES", EACCES},
+             {"EAFNOSUPPORT", EAFNOSUPPORT},         {"EINVAL", EINVAL},
+             {"EROFS", EROFS},   {"ENOENT", ENOENT}, {"EOPNOTSUPP", EOPNOTSUPP}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        ok(a3s_errno_from_name(t[i].n) == t[i].v, "errno_from_name(%s)", t[i].n);
+        ok_streq(a3s_errno_name(t[i].v), t[i].n, "errno_name round trip");
+    }
+    ok(a3s_errno_from_name("ENOTSUP") == ENOTSUP, "ENOTSUP accepted");
+    ok(a3s_errno_from_name("EBOGUS") == -1 && a3s_errno_from_name("eperm") == -1 &&
+           a3s_errno_from_name(NULL) == -1,
+       "unknown errno names give -1");
+    ok(a3s_errno_name(0) == NULL && a3s_errno_name(EIO) == NULL, "no name for other errnos");
+}
+
+/* ------------------------------------------------------------------ validation */
+
+static a3s_plan *vplan(void)
+{
+    return base_plan(&HOST_A, "policies/x.lua", 0);
+}
+
+/* Validate p, expect A3S_ERR_POLICY with every needle (NULL-terminated) in the message;
+ * frees p. */
+static void expect_refused(a3s_plan *p, const char *what, ...)
+{
+    a3s_error e = {0};
+    int rc = a3s_plan_validate(p, &e);
+    bool all = true;
+    va_list ap;
+    va_start(ap, what);
+    for (const char *n; (n = va_arg(ap, const char *));)
+        if (!contains(e.msg, n)) {
+            all = false;
+            printf("#   message lacks '%s'\n", n);
+        }
+    va_end(ap);
+    ok(rc == -1 && e.code == A3S_ERR_POLICY && all, "refused: %s -> %s", what, e.msg);
+    a3s_plan_free(p);
+}
+
+static void expect_accepted(a3s_plan *p, const char *what)
+{
+    a3s_error e = {0};
+    int rc = a3s_plan_validate(p, &e);
+    ok(rc == 0, "accepted: %s%s%s", what, rc ? " -> " : "", rc ? e.msg : "");
+    a3s_plan_free(p);
+}
+
+static a3s_plan *with_fs(enum a3s_fs_kind k, const char *path, const char *file, int line)
+{
+    a3s_plan *p = vplan();
+    a3s_error e = {0};
+    must(a3s_plan_add_fs(p, k, path, false, false, file, line, &e), &e);
+    return p;
+}
+
+static void test_validate(void)
+{
+    a3s_error e = {0};
+    expect_accepted(vplan(), "baseline-like plan (host A)");
+    expect_accepted(base_plan(&HOST_B, "policies/y.lua", 100), "baseline-like plan (host B)");
+
+    /* paths */
+    expect_refused(with_fs(A3S_FS_RO, "etc/passwd", "bad.lua", 7), "relative path",
+                   "etc/passwd", "bad.lua:7", "clean absolute", NULL);
+    expect_refused(with_fs(A3S_FS_RO, "/usr/../etc", "bad.lua", 8), "'..' component",
+                   "/usr/../etc", "bad.lua:8", NULL);
+    expect_refused(with_fs(A3S_FS_RO, "/usr/./bin", "bad.lua", 9), "'.' component",
+                   "/usr/./bin", "bad.lua:9", NULL);
+    expect_refused(with_fs(A3S_FS_HIDE, "/usr/", "bad.lua", 10), "trailing slash", "/usr/",
+                   "bad.lua:10", NULL);
+    expect_refused(with_fs(A3S_FS_HIDE, "/usr//lib", "bad.lua", 11), "'//'", "/usr//lib", NULL);
+    expect_refused(with_fs(A3S_FS_HIDE, "", "bad.lua", 12), "empty path", "bad.lua:12", NULL);
+    expect_refused(with_fs(A3S_FS_MASK, "/a\nb", "bad.lua", 13), "newline in path", "newline",
+                   "bad.lua:13", NULL);
+    {
+        a3s_plan *p = with_fs(A3S_FS_MASK, "/a\nb", "bad.lua", 13);
+        a3s_error ne = {0};
+        ok(a3s_plan_validate(p, &ne) == -1 && !strchr(ne.msg, '\n'),
+           "the message itself stays on one line");
+        a3s_plan_free(p);
+    }
+
+    /* writable roots */
+    {
+        a3s_plan *p = with_fs(A3S_FS_RW, "/etc", "policies/x.lua", 12);
+        int rc = a3s_plan_validate(p, &e);
+        ok(rc == -1 && e.code == A3S_ERR_POLICY, "RW outside the roots refused");
+        ok_streq(e.msg,
+                 "plan: writable root /etc (policies/x.lua:12) is outside the workspace and "
+                 "the scratch dir",
+                 "RW outside: exact message");
+        a3s_plan_free(p);
+    }
+    expect_refused(with_fs(A3S_FS_RW, "/home/alice", "x.lua", 3), "RW on HOME (above the ws)",
+                   "writable root /home/alice", "x.lua:3", NULL);
+    expect_refused(with_fs(A3S_FS_RW, "/home/alice/projX", "x.lua", 4),
+                   "RW on a sibling sharing the ws prefix", "/home/alice/projX", NULL);
+    expect_refused(with_fs(A3S_FS_RW, "/", "x.lua", 5), "RW /", "writable root /", "x.lua:5",
+                   "never", NULL);
+    expect_accepted(with_fs(A3S_FS_RW, "/home/alice/proj/sub", "x.lua", 6), "RW under the ws");
+    expect_accepted(with_fs(A3S_FS_RW, "/tmp/a3s-1234/cache", "x.lua", 6),
+                    "RW under the scratch dir");
+    {
+        a3s_plan *p = vplan();
+        must(a3s_plan_set_roots(p, NULL, NULL, "/home/alice", "/tmp", &e), &e);
+        expect_refused(p, "RW with no workspace or scratch root set", "writable root",
+                       "neither root is set", NULL);
+    }
+    {
+        /* Only a scratch root: RW in the (unset) workspace has nothing to lie within. */
+        a3s_plan *p = vplan();
+        must(a3s_plan_set_roots(p, NULL, "/tmp/a3s-1234", "/home/alice", "/tmp", &e), &e);
+        expect_refused(p, "RW workspace when only scratch is set", "/home/alice/proj", NULL);
+    }
+
+    /* root-replacing rules */
+    expect_refused(with_fs(A3S_FS_HIDE, "/", "x.lua", 20), "HIDE /", "hidden path /",
+                   "x.lua:20", NULL);
+    expect_refused(with_fs(A3S_FS_MASK, "/", "x.lua", 21), "MASK /", "masked path /", NULL);
+    expect_refused(with_fs(A3S_FS_TMPFS, "/", "x.lua", 22), "TMPFS /", "tmpfs /", NULL);
+    expect_accepted(with_fs(A3S_FS_RO, "/", "x.lua", 23), "RO / (the root is read-only anyway)");
+
+    /* protect */
+    expect_refused(with_fs(A3S_FS_PROTECT, "/etc/hosts", "x.lua", 30),
+                   "PROTECT outside the workspace", "protected path /etc/hosts", "x.lua:30",
+                   NULL);
+    expect_accepted(with_fs(A3S_FS_PROTECT, "/home/alice/proj/.vscode", "x.lua", 31),
+                    "PROTECT inside the workspace");
+
+    /* kind conflicts */
+    {
+        a3s_plan *p = vplan();
+        must(a3s_plan_add_fs(p, A3S_FS_RO, "/opt", false, false, "a.lua", 3, &e), &e);
+        must(a3s_plan_add_fs(p, A3S_FS_HIDE, "/opt", false, false, "b.lua", 9, &e), &e);
+        expect_refused(p, "same path, two kinds", "conflicting", "/opt", "read_only", "a.lua:3",
+                       "hide", "b.lua:9", NULL);
+    }
+    {
+        a3s_plan *p = vplan();
+        /* conflict with a declared rule of the base plan, engine provenance */
+        must(a3s_plan_add_fs(p, A3S_FS_RO, "/etc/shadow", false, false, NULL, 0, &e), &e);
+        expect_refused(p, "conflict with an engine rule", "/etc/shadow", "policies/x.lua:4",
+                       "<engine>", NULL);
+    }
+    {
+        a3s_plan *p = vplan();
+        must(a3s_plan_add_fs(p, A3S_FS_MASK, "/home/alice/proj/.env", false, true, "<scan>", 0,
+                             &e),
+             &e);
+        must(a3s_plan_add_fs(p, A3S_FS_PROTECT, "/home/alice/proj/.env", false, false, "p.lua",
+                             2, &e),
+             &e);
+        expect_refused(p, "conflict between a discovered and a declared rule", "<scan>",
+                       "p.lua:2", NULL);
+    }
+    {
+        a3s_plan *p = vplan();
+        must(a3s_plan_add_fs(p, A3S_FS_RO, "/opt", false, false, "a.lua", 3, &e), &e);
+        must(a3s_plan_add_fs(p, A3S_FS_RO, "/opt", true, false, "b.lua", 4, &e), &e);
+        size_t n = p->nfs;
+        expect_accepted(p, "same path, same kind twice (harmless duplicate)");
+        ok(n == 13, "duplicates are kept as declared");
+    }
+
+    /* names */
+    {
+        a3s_plan *p = vplan();
+        free(p->name);
+        p->name = strdup("bad name");
+        expect_refused(p, "policy name with a space", "bad name", "[A-Za-z0-9_.-]+", NULL);
+        p = vplan();
+        free(p->name);
+        p->name = strdup("");
+        expect_refused(p, "empty policy name", "policy name", NULL);
+        p = vplan();
+        free(p->name);
+        p->name = NULL;
+        expect_refused(p, "missing policy name", "policy name", NULL);
+        p = vplan();
+        free(p->name);
+        p->name = strdup("my-policy_2.v1");
+        expect_accepted(p, "policy name with - _ .");
+        p = vplan();
+        free(p->name);
+        p->name = malloc(200);
+        memset(p->name, 'a', 199);
+        p->name[199] = '\0';
+        expect_refused(p, "policy name longer than 127", "longer than 127", NULL);
+    }
+    {
+        static const char *bad[] = {"a/b", ".", "..", ""};
+        for (size_t i = 0; i < 4; i++) {
+            a3s_plan *p = vplan();
+            add_name(&p->protect_dirs, bad[i], "n.lua", 5);
+            expect_refused(p, "bad protect_dirs name", "protect_dirs", "n.lua:5", NULL);
+        }
+        a3s_plan *p = vplan();
+        add_name(&p->protect_files, "x/y", "n.lua", 6);
+        expect_refused(p, "bad protect_files name", "protect_files", "x/y", NULL);
+        p = vplan();
+        add_name(&p->secret_prefixes, "", "n.lua", 7);
+        expect_refused(p, "empty secret prefix", "secret_prefixes", "n.lua:7", NULL);
+        p = vplan();
+        add_name(&p->scan_skip, "..", "n.lua", 8);
+        expect_refused(p, "scan_skip ..", "scan_skip", NULL);
+    }
+
+    /* env */
+    {
+        a3s_plan *p = vplan();
+        add_name(&p->env.keep, "1BAD", "env.lua", 3);
+        expect_refused(p, "env keep name starting with a digit", "1BAD", "env.lua:3", NULL);
+        p = vplan();
+        add_name(&p->env.strip, "A-B", "env.lua", 4);
+        expect_refused(p, "env strip name with '-'", "A-B", "env.lua:4", NULL);
+        p = vplan();
+        add_name(&p->env.keep_prefix, "", "env.lua", 5);
+        expect_refused(p, "empty env keep prefix", "prefix", "env.lua:5", NULL);
+        p = vplan();
+        add_name(&p->env.strip_prefix, "X=", "env.lua", 6);
+        expect_refused(p, "env strip prefix with '='", "X=", NULL);
+        p = vplan();
+        must(a3s_plan_env_set(p, "A B", "v", "env.lua", 7, &e), &e);
+        expect_refused(p, "env set name with a space", "A B", "env.lua:7", NULL);
+        p = vplan();
+        must(a3s_plan_env_set(p, "FOO", "1", "env.lua", 8, &e), &e);
+        add_name(&p->env.strip, "foo", "env.lua", 9);
+        expect_refused(p, "env name both set and stripped (case-insensitive)", "FOO",
+                       "env.lua:8", "env.lua:9", NULL);
+        p = vplan();
+        add_name(&p->env.strip_prefix, "HOM", "env.lua", 10);
+        expect_accepted(p, "set name under a strip prefix (re-homing) is fine");
+    }
+
+    /* seccomp */
+    {
+        a3s_plan *p = vplan();
+        must(a3s_plan_seccomp_deny(p, "Open", EPERM, "sc.lua", 1, &e), &e);
+        expect_refused(p, "upper-case syscall name", "Open", "sc.lua:1", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_deny(p, "", EPERM, "sc.lua", 2, &e), &e);
+        expect_refused(p, "empty syscall name", "sc.lua:2", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_deny(p, "bpf", 0, "sc.lua", 3, &e), &e);
+        expect_refused(p, "errno 0", "bpf", "errno 0", "sc.lua:3", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_deny(p, "bpf", 4096, "sc.lua", 4, &e), &e);
+        expect_refused(p, "errno 4096", "4096", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_deny(p, "link", EACCES, "sc.lua", 5, &e), &e);
+        expect_refused(p, "one syscall denied with two errnos", "link", "policies/x.lua:42",
+                       "sc.lua:5", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_deny(p, "link", EPERM, "sc.lua", 6, &e), &e);
+        expect_accepted(p, "same syscall, same errno twice");
+        p = vplan();
+        must(a3s_plan_seccomp_allow_family(p, 0, &e), &e);
+        expect_refused(p, "socket family 0", "family 0", "policies/x.lua:43", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_allow_family(p, 46, &e), &e);
+        expect_refused(p, "socket family 46", "family 46", NULL);
+        p = vplan();
+        must(a3s_plan_seccomp_allow_family(p, AF_INET6, &e), &e);
+        expect_accepted(p, "socket family AF_INET6");
+        p = vplan();
+        p->seccomp.socket_errnum = 0;
+        expect_refused(p, "socket errno 0", "socket errno 0", NULL);
+    }
+
+    /* limits */
+    {
+        static const struct {
+            size_t off;
+            int64_t v;
+            const char *needle;
+        } bad[] = {
+            {offsetof(a3s_limits, timeout_ms), 0, "timeout_ms = 0"},
+            {offsetof(a3s_limits, timeout_ms), 86400001, "timeout_ms = 86400001"},
+            {offsetof(a3s_limits, output_bytes), -5, "output_bytes = -5"},
+            {offsetof(a3s_limits, output_bytes), ((int64_t)1 << 30) + 1, "output_bytes"},
+            {offsetof(a3s_limits, nofile), 15, "nofile = 15"},
+            {offsetof(a3s_limits, nofile), 1048577, "nofile = 1048577"},
+            {offsetof(a3s_limits, core_bytes), -1,
+             "core_bytes = -1 (policies/x.lua:44) must be >= 0"},
+            {offsetof(a3s_limits, scan_depth), 0, "scan_depth = 0"},
+            {offsetof(a3s_limits, scan_depth), 4097, "scan_depth = 4097"},
+            {offsetof(a3s_limits, scan_entries), 0, "scan_entries = 0"},
+            {offsetof(a3s_limits, scan_entries), 100000001, "scan_entries = 100000001"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            a3s_plan *p = vplan();
+            *(int64_t *)((char *)&p->limits + bad[i].off) = bad[i].v;
+            expect_refused(p, bad[i].needle, bad[i].needle, "policies/x.lua:44", NULL);
+        }
+        a3s_plan *p = vplan();
+        p->limits.timeout_ms = 1;
+        p->limits.output_bytes = (int64_t)1 << 30;
+        p->limits.nofile = 16;
+        p->limits.core_bytes = 1 << 20;
+        p->limits.scan_depth = 4096;
+        p->limits.scan_entries = 100000000;
+        expect_accepted(p, "limits at the edges of their ranges");
+    }
+
+    /* network, roots */
+    {
+        a3s_plan *p = vplan();
+        p->network = 1;
+        expect_refused(p, "unknown network mode", "network mode 1", NULL);
+        p = vplan();
+        free(p->home);
+        p->home = strdup("home/alice");
+        expect_refused(p, "unclean root set directly", "home root", NULL);
+    }
+    ok(a3s_plan_validate(NULL, &e) == -1, "validate(NULL) fails");
+}
+
+/* ------------------------------------------------------------------ canonical, digest */
+
+static void test_canonical_host_independent(void)
+{
+    a3s_plan *a = base_plan(&HOST_A, "policies/baseline.lua", 0);
+    a3s_plan *b = base_plan(&HOST_B, "/usr/share/a3s/policies/baseline.lua", 500);
+    a3s_error e = {0};
+    /* Host B's scan found things; host A's did not. */
+    must(a3s_plan_add_fs(b, A3S_FS_MASK, "/srv/work/x/.env.local", false, true, "<scan>", 0, &e),
+         &e);
+    must(a3s_plan_add_fs(b, A3S_FS_PROTECT, "/srv/work/x/.gitmodules", false, true, "<scan>", 0,
+                         &e),
+         &e);
+    char *ca = a3s_plan_canonical(a), *cb = a3s_plan_canonical(b);
+    ok(ca && cb, "canonical encodings produced");
+    ok_streq(ca, cb, "canonical JSON equal across roots, provenance and discovered rules");
+    printf("# canonical: %s\n", ca ? ca : "(null)");
+    ok(contains(ca, "\"${workspace}\"") && contains(ca, "\"${scratch}\"") &&
+           contains(ca, "\"${home}\"") && contains(ca, "${scratch}/tmp"),
+       "roots written symbolically");
+    ok(contains(ca, "\"${workspace}/.git\"") && contains(ca, "\"${home}/.ssh\""),
+       "deepest root wins (workspace under home, scratch under tmp)");
+    ok(contains(ca, "\"${scratch}/bin:/usr/bin:${home}/.cargo/bin\""),
+       "':'-lists rewritten element by element");
+    ok(!contains(ca, "alice") && !contains(ca, "/tmp/a3s") && !contains(ca, "policies/") &&
+           !contains(ca, ".env.local") && !contains(ca, "\"from\""),
+       "no host path, provenance or discovered rule in the canonical form");
+    ok(contains(ca, "\"a3s_plan_version\":1") && contains(ca, "\"network\":\"none\"") &&
+           contains(ca, "[\"clone3\",\"ENOSYS\"]") &&
+           contains(ca, "\"socket_errno\":\"EAFNOSUPPORT\""),
+       "version, network and errno names present");
+    ok(ca && !strchr(ca, ' ') && !strchr(ca, '\n'), "compact: no whitespace");
+    json_t *j = ca ? json_loads(ca, 0, NULL) : NULL;
+    json_t *fs = json_object_get(j, "fs");
+    ok(json_is_array(fs) && json_array_size(fs) == 11, "only the 11 declared fs rules");
+    ok_streq(json_string_value(json_object_get(json_array_get(fs, 4), "path")), "/usr/bin",
+             "fs rules keep declaration order");
+    json_decref(j);
+
+    char da[65], db[65];
+    ok(a3s_plan_digest(a, da, &e) == 0 && a3s_plan_digest(b, db, &e) == 0, "digests computed");
+    ok_streq(da, db, "digest equal on both hosts");
+    ok(is_hex64(da), "digest is 64 lower-case hex: %s", da);
+
+    /* The same policy with its roots moved is still recognised; a path that only looks
+     * like a root on another host is not. */
+    a3s_plan *c = base_plan(&HOST_A, "policies/baseline.lua", 0);
+    must(a3s_plan_set_roots(c, "/home/alice/proj", "/tmp/a3s-1234", "/home/alice2", "/tmp",
+                            &e),
+         &e);
+    char dc[65];
+    must(a3s_plan_digest(c, dc, &e), &e);
+    ok(strcmp(da, dc) != 0, "a literal path that is no longer a root changes the digest");
+    a3s_plan_free(c);
+
+    /* '$' is escaped: a literal "${home}/x" value differs from the home path. */
+    a3s_plan *lit = base_plan(&HOST_A, "p.lua", 0), *real = base_plan(&HOST_A, "p.lua", 0);
+    must(a3s_plan_env_set(lit, "V", "${home}/x", NULL, 0, &e), &e);
+    must(a3s_plan_env_set(real, "V", "/home/alice/x", NULL, 0, &e), &e);
+    char *cl = a3s_plan_canonical(lit), *cr = a3s_plan_canonical(real);
+    ok(contains(cl, "[\"V\",\"$${home}/x\"]") && contains(cr, "[\"V\",\"${home}/x\"]"),
+       "literal '$' doubled, roots not");
+    ok(cl && cr && strcmp(cl, cr) != 0, "literal ${home} never collides with the home root");
+    free(cl);
+    free(cr);
+    a3s_plan_free(lit);
+    a3s_plan_free(real);
+
+    /* Bytes that are not UTF-8 are encoded losslessly, not refused or dropped. */
+    a3s_plan *u = base_plan(&HOST_A, "p.lua", 0);
+    must(a3s_plan_add_fs(u, A3S_FS_MASK, "/opt/\xff\xfe", false, false, NULL, 0, &e), &e);
+    char *cu = a3s_plan_canonical(u);
+    ok(contains(cu, "{\"base16\":\"2f6f70742ffffe\"}"), "non-UTF-8 path as base16");
+    char du[65];
+    ok(a3s_plan_digest(u, du, &e) == 0 && strcmp(du, da) != 0, "non-UTF-8 path digested");
+    char *ju = a3s_plan_json(u, NULL);
+    ok(ju != NULL, "plan_json copes with a non-UTF-8 path");
+    free(ju);
+    free(cu);
+    a3s_plan_free(u);
+
+    free(ca);
+    free(cb);
+    a3s_plan_free(a);
+    a3s_plan_free(b);
+}
+
+/* Each mutation changes exactly one enforcement-relevant thing of the base plan. */
+typedef void (*mutation_fn)(a3s_plan *p);
+
+static a3s_error merr;
+
+static void m_kind_tmpfs(a3s_plan *p) { p->fs[1].kind = A3S_FS_TMPFS; }
+static void m_kind_ro(a3s_plan *p) { p->fs[1].kind = A3S_FS_RO; }
+static void m_kind_rw(a3s_plan *p) { p->fs[1].kind = A3S_FS_RW; }
+static void m_kind_protect(a3s_plan *p) { p->fs[1].kind = A3S_FS_PROTECT; }
+static void m_kind_mask(a3s_plan *p) { p->fs[1].kind = A3S_FS_MASK; }
+static void m_kind_hide(a3s_plan *p) { p->fs[4].kind = A3S_FS_HIDE; }
+static void m_optional(a3s_plan *p) { p->fs[1].optional = !p->fs[1].optional; }
+static void m_path(a3s_plan *p)
+{
+    free(p->fs[4].path);
+    p->fs[4].path = strdup("/usr/sbin");
+}
+static void m_ws_path(a3s_plan *p)
+{
+    free(p->fs[10].path);
+    p->fs[10].path = strdup("/home/alice/proj/.git2");
+}
+static void m_add_fs(a3s_plan *p)
+{
+    must(a3s_plan_add_fs(p, A3S_FS_HIDE, "/srv", true, false, NULL, 0, &merr), &merr);
+}
+static void m_undiscover(a3s_plan *p)
+{
+    /* a rule that stops being "discovered" enters the digest */
+    must(a3s_plan_add_fs(p, A3S_FS_MASK, "/home/alice/proj/.env", false, false, "<scan>", 0,
+                         &merr),
+         &merr);
+}
+static void m_swap_fs(a3s_plan *p)
+{
+    a3s_fs_rule t = p->fs[1];
+    p->fs[1] = p->fs[2];
+    p->fs[2] = t;
+}
+static void m_protect_dir(a3s_plan *p) { add_name(&p->protect_dirs, ".vscode", NULL, 0); }
+static void m_protect_file(a3s_plan *p) { add_name(&p->protect_files, ".bashrc", NULL, 0); }
+static void m_secret(a3s_plan *p) { add_name(&p->secret_prefixes, ".npmrc", NULL, 0); }
+static void m_scan_skip(a3s_plan *p) { add_name(&p->scan_skip, "target", NULL, 0); }
+static void m_keep(a3s_plan *p) { add_name(&p->env.keep, "TERM", NULL, 0); }
+static void m_keep_prefix(a3s_plan *p) { add_name(&p->env.keep_prefix, "XDG_", NULL, 0); }
+static void m_strip(a3s_plan *p) { add_name(&p->env.strip, "LD_AUDIT", NULL, 0); }
+static void m_strip_prefix(a3s_plan *p) { add_name(&p->env.strip_prefix, "GIT_", NULL, 0); }
+static void m_set_value(a3s_plan *p)
+{
+    free(p->env.set[3].value);
+    p->env.set[3].value = strdup("C.UTF-8");
+}
+static void m_set_name(a3s_plan *p)
+{
+    free(p->env.set[3].name);
+    p->env.set[3].name = strdup("LC_ALL");
+}
+static void m_set_add(a3s_plan *p)
+{
+    must(a3s_plan_env_set(p, "EDITOR", "true", NULL, 0, &merr), &merr);
+}
+static void m_deny_add(a3s_plan *p)
+{
+    must(a3s_plan_seccomp_deny(p, "bpf", EPERM, NULL, 0, &merr), &merr);
+}
+static void m_deny_errno(a3s_plan *p) { p->seccomp.deny[0].errnum = EACCES; }
+static void m_deny_syscall(a3s_plan *p)
+{
+    free(p->seccomp.deny[2].syscall);
+    p->seccomp.deny[2].syscall = strdup("linkat");
+}
+static void m_family(a3s_plan *p) { must(a3s_plan_seccomp_allow_family(p, AF_INET, &merr), &merr); }
+static void m_socketpair(a3s_plan *p) { p->seccomp.socketpair_unix = false; }
+static void m_clone_ns(a3s_plan *p) { p->seccomp.deny_clone_ns = false; }
+static void m_tty(a3s_plan *p) { p->seccomp.deny_tty_inject = false; }
+static void m_sock_errno(a3s_plan *p) { p->seccomp.socket_errnum = EPERM; }
+static void m_sock_errno_unnamed(a3s_plan *p) { p->seccomp.socket_errnum = 200; }
+static void m_timeout(a3s_plan *p) { p->limits.timeout_ms = 60000; }
+static void m_output(a3s_plan *p) { p->limits.output_bytes = 1 << 20; }
+static void m_nofile(a3s_plan *p) { p->limits.nofile = 4096; }
+static void m_core(a3s_plan *p) { p->limits.core_bytes = 1; }
+static void m_depth(a3s_plan *p) { p->limits.scan_depth = 32; }
+static void m_entries(a3s_plan *p) { p->limits.scan_entries = 1000; }
+static void m_network(a3s_plan *p) { p->network = 1; }
+static void m_name(a3s_plan *p)
+{
+    free(p->name);
+    p->name = strdup("baseline2");
+}
+
+/* These change nothing that is enforced the same on every host: the digest must stay. */
+static void n_prov(a3s_plan *p)
+{
+    free(p->fs[0].prov.file);
+    p->fs[0].prov.file = strdup("elsewhere.lua");
+    p->fs[3].prov.line += 100;
+    p->env.set[0].prov.line = 1;
+    p->seccomp.deny[0].prov.line = 2;
+    p->limits.prov.line = 3;
+}
+static void n_source(a3s_plan *p)
+{
+    free(p->source);
+    p->source = strdup("/other/baseline.lua");
+}
+static void n_discovered(a3s_plan *p)
+{
+    must(a3s_plan_add_fs(p, A3S_FS_MASK, "/home/alice/proj/.env", false, true, "<scan>", 0,
+                         &merr),
+         &merr);
+    must(a3s_plan_add_fs(p, A3S_FS_MASK, "/home/alice/proj/src/hl", false, true, "<scan>", 0,
+                         &merr),
+         &merr);
+}
+
+static void test_digest_mutations(void)
+{
+    static const struct {
+        const char *what;
+        mutation_fn fn;
+    } muts[] = {
+        {"fs kind hide->tmpfs", m_kind_tmpfs},
+        {"fs kind hide->read_only", m_kind_ro},
+        {"fs kind hide->writable", m_kind_rw},
+        {"fs kind hide->protect", m_kind_protect},
+        {"fs kind hide->mask", m_kind_mask},
+        {"fs kind read_only->hide", m_kind_hide},
+        {"fs optional flag", m_optional},
+        {"fs path", m_path},
+        {"fs path under the workspace", m_ws_path},
+        {"fs rule added", m_add_fs},
+        {"fs rule declared instead of discovered", m_undiscover},
+        {"fs rule order", m_swap_fs},
+        {"protect_dirs", m_protect_dir},
+        {"protect_files", m_protect_file},
+        {"secret_prefixes", m_secret},
+        {"scan_skip", m_scan_skip},
+        {"env keep", m_keep},
+        {"env keep_prefix", m_keep_prefix},
+        {"env strip", m_strip},
+        {"env strip_prefix", m_strip_prefix},
+        {"env set value", m_set_value},
+        {"env set name", m_set_name},
+        {"env set added", m_set_add},
+        {"seccomp deny added", m_deny_add},
+        {"seccomp deny errno", m_deny_errno},
+        {"seccomp deny syscall", m_deny_syscall},
+        {"seccomp socket family", m_family},
+        {"seccomp socketpair_unix", m_socketpair},
+        {"seccomp deny_clone_ns", m_clone_ns},
+        {"seccomp deny_tty_inject", m_tty},
+        {"seccomp socket errno", m_sock_errno},
+        {"seccomp socket errno without a name", m_sock_errno_unnamed},
+        {"limit timeout_ms", m_timeout},
+        {"limit output_bytes", m_output},
+        {"limit nofile", m_nofile},
+        {"limit core_bytes", m_core},
+        {"limit scan_depth", m_depth},
+        {"limit scan_entries", m_entries},
+        {"network", m_network},
+        {"policy name", m_name},
+    };
+    enum { N = sizeof muts / sizeof muts[0] };
+    char d[N + 1][65];
+    a3s_error e = {0};
+
+    a3s_plan *base = base_plan(&HOST_A, "policies/baseline.lua", 0);
+    ok(a3s_plan_digest(base, d[N], &e) == 0 && is_hex64(d[N]), "base digest %s", d[N]);
+    a3s_plan_free(base);
+
+    for (size_t i = 0; i < N; i++) {
+        a3s_plan *p = base_plan(&HOST_A, "policies/baseline.lua", 0);
+        muts[i].fn(p);
+        int rc = a3s_plan_digest(p, d[i], &e);
+        ok(rc == 0 && is_hex64(d[i]) && strcmp(d[i], d[N]) != 0, "digest changes: %s",
+           muts[i].what);
+        a3s_plan_free(p);
+    }
+    size_t same = 0;
+    for (size_t i = 0; i <= N; i++)
+        for (size_t j = i + 1; j <= N; j++)
+            if (strcmp(d[i], d[j]) == 0) {
+                same++;
+                printf("#   equal digests: %s / %s\n", i < N ? muts[i].what : "base",
+                       j < N ? muts[j].what : "base");
+            }
+    ok(same == 0, "all %d mutation digests pairwise distinct", N + 1);
+
+    static const struct {
+        const char *what;
+        mutation_fn fn;
+    } neutral[] = {
+        {"provenance moved", n_prov},
+        {"source file", n_source},
+        {"discovered rules", n_discovered},
+    };
+    for (size_t i = 0; i < sizeof neutral / sizeof neutral[0]; i++) {
+        a3s_plan *p = base_plan(&HOST_A, "policies/baseline.lua", 0);
+        neutral[i].fn(p);
+        char dn[65];
+        ok(a3s_plan_digest(p, dn, &e) == 0 && strcmp(dn, d[N]) == 0,
+           "digest unchanged: %s", neutral[i].what);
+        a3s_plan_free(p);
+    }
+}
+
+/* Pinned test vector. If this fails, the canonical encoding changed: every digest users
+ * have recorded (pinned grants, audit logs) changes with it, so such a change must bump
+ * A3S_PLAN_VERSION and then update these constants deliberately. */
+static void test_vector(void)
+{
+    a3s_error e = {0};
+    a3s_plan *p = a3s_plan_new();
+    p->name = strdup("vector");
+    must(a3s_plan_set_roots(p, "/w", "/s", "/h", "/t", &e), &e);
+    must(a3s_plan_add_fs(p, A3S_FS_HIDE, "/h", false, false, "v.lua", 1, &e), &e);
+    must(a3s_plan_add_fs(p, A3S_FS_RW, "/w", false, false, "v.lua", 2, &e), &e);
+    must(a3s_plan_add_fs(p, A3S_FS_MASK, "/etc/shadow", true, false, "v.lua", 3, &e), &e);
+    must(a3s_plan_add_fs(p, A3S_FS_MASK, "/w/.env", false, true, "<scan>", 0, &e), &e);
+    add_name(&p->protect_dirs, ".git", "v.lua", 4);
+    add_name(&p->secret_prefixes, ".env", "v.lua", 5);
+    add_name(&p->env.keep, "PATH", "v.lua", 6);
+    must(a3s_plan_env_set(p, "HOME", "/s/home", "v.lua", 7, &e), &e);
+    must(a3s_plan_seccomp_deny(p, "clone3", ENOSYS, "v.lua", 8, &e), &e);
+    ok(a3s_plan_validate(p, &e) == 0, "vector plan is valid");
+
+    char *c = a3s_plan_canonical(p);
+    ok_streq(c,
+             "{\"a3s_plan_version\":1,"
+             "\"env\":{\"keep\":[\"PATH\"],\"keep_prefix\":[],"
+             "\"set\":[[\"HOME\",\"${scratch}/home\"]],"
+             "\"strip\":[],\"strip_prefix\":[]},"
+             "\"fs\":[{\"kind\":\"hide\",\"optional\":false,\"path\":\"${home}\"},"
+             "{\"kind\":\"writable\",\"optional\":false,\"path\":\"${workspace}\"},"
+             "{\"kind\":\"mask\",\"optional\":true,\"path\":\"/etc/shadow\"}],"
+             "\"limits\":{\"core_bytes\":0,\"nofile\":1024,\"output_bytes\":102400,"
+             "\"scan_depth\":64,\"scan_entries\":1000000,\"timeout_ms\":120000},"
+             "\"name\":\"vector\",\"network\":\"none\","
+             "\"protect_dirs\":[\".git\"],\"protect_files\":[],\"scan_skip\":[],"
+             "\"seccomp\":{\"deny\":[[\"clone3\",\"ENOSYS\"]],\"deny_clone_ns\":true,"
+             "\"deny_tty_inject\":true,\"socket_allow\":[],\"socket_errno\":\"EAFNOSUPPORT\","
+             "\"socketpair_unix\":true},"
+             "\"secret_prefixes\":[\".env\"]}",
+             "pinned canonical text (version 1)");
+    char d[65];
+    ok(a3s_plan_digest(p, d, &e) == 0, "vector digest computed");
+    /* = sha256sum of the text above (checked independently with coreutils sha256sum) */
+    ok_streq(d, "55a4f77acac3cb28b9a6ef8bde8762adba6ec174a0707bb08f6c6d1ded4cf649",
+             "pinned digest (version 1)");
+    free(c);
+    a3s_plan_free(p);
+}
+
+/* ------------------------------------------------------------------ plan_json */
+
+static void test_plan_json(void)
+{
+    a3s_error e = {0};
+    a3s_plan *p = base_plan(&HOST_A, "policies/baseline.lua", 0);
+    must(a3s_plan_add_fs(p, A3S_FS_MASK, "/home/alice/proj/.env", false, true, "<scan>", 0, &e),
+         &e);
+    must(a3s_plan_add_fs(p, A3S_FS_HIDE, "/run/secrets", true, false, NULL, 0, &e), &e);
+    must(a3s_plan_seccomp_allow_family(p, AF_UNIX, &e), &e);
+
+    char *s = a3s_plan_json(p, "{\"bwrap_argv\":[\"bwrap\",\"--die-with-parent\"],"
+                               "\"backend\":\"linux-bwrap\"}");
+    ok(s != NULL, "plan_json produced");
+    ok(s && strchr(s, '\n') != NULL, "plan_json is pretty-printed");
+    json_error_t je;
+    json_t *j = s ? json_loads(s, 0, &je) : NULL;
+    ok(json_is_object(j), "plan_json parses as an object");
+
+    json_t *fs = json_object_get(j, "fs");
+    ok(json_array_size(fs) == p->nfs, "every fs rule listed, discovered ones included");
+    json_t *r0 = json_array_get(fs, 0);
+    ok_streq(json_string_value(json_object_get(r0, "from")), "policies/baseline.lua:1",
+             "rule provenance file:line");
+    ok_streq(json_string_value(json_object_get(r0, "path")), "/home/alice",
+             "real paths in plan_json");
+    ok_streq(json_string_value(json_object_get(r0, "kind")), "hide", "kind name");
+    json_t *r11 = json_array_get(fs, 11), *r12 = json_array_get(fs, 12);
+    ok_streq(json_string_value(json_object_get(r11, "from")), "<scan>", "scan provenance");
+    ok(json_is_true(json_object_get(r11, "discovered")), "discovered flag true");
+    ok(json_is_false(json_object_get(r0, "discovered")), "declared flag false");
+    ok_streq(json_string_value(json_object_get(r12, "from")), "<engine>", "engine provenance");
+    ok(json_is_true(json_object_get(r12, "optional")), "optional flag");
+
+    json_t *roots = json_object_get(j, "roots");
+    ok_streq(json_string_value(json_object_get(roots, "workspace")), "/home/alice/proj",
+             "roots.workspace");
+    ok_streq(json_string_value(json_object_get(roots, "tmp")), "/tmp", "roots.tmp");
+    ok_streq(json_string_value(json_object_get(j, "name")), "baseline", "name");
+    ok_streq(json_string_value(json_object_get(j, "network")), "none", "network");
+    ok_streq(json_string_value(json_object_get(j, "source")), "policies/baseline.lua",
+             "source");
+    char d[65];
+    must(a3s_plan_digest(p, d, &e), &e);
+    ok_streq(json_string_value(json_object_get(j, "digest")), d, "digest included");
+
+    json_t *env = json_object_get(j, "env");
+    json_t *set0 = json_array_get(json_object_get(env, "set"), 0);
+    ok_streq(json_string_value(json_object_get(set0, "value")), "/tmp/a3s-1234/home",
+             "env set value real");
+    ok_streq(json_string_value(json_object_get(set0, "from")), "policies/baseline.lua:35",
+             "env set provenance");
+    ok_streq(json_string_value(json_object_get(
+                 json_array_get(json_object_get(env, "strip_prefix"), 0), "from")),
+             "policies/baseline.lua:34", "env name provenance");
+    ok_streq(json_string_value(json_object_get(
+                 json_array_get(json_object_get(j, "protect_dirs"), 1), "name")),
+             ".a3s", "protect_dirs names");
+
+    json_t *sc = json_object_get(j, "seccomp");
+    json_t *deny1 = json_array_get(json_object_get(sc, "deny"), 1);
+    ok_streq(json_string_value(json_object_get(deny1, "syscall")), "clone3", "deny syscall");
+    ok_streq(json_string_value(json_object_get(deny1, "errno")), "ENOSYS", "deny errno name");
+    ok(json_integer_value(json_object_get(deny1, "errnum")) == ENOSYS, "deny errno number");
+    ok_streq(json_string_value(json_object_get(deny1, "from")), "policies/baseline.lua:41",
+             "deny provenance");
+    ok(json_integer_value(json_array_get(json_object_get(sc, "socket_allow"), 0)) == AF_UNIX,
+       "socket_allow families");
+    ok_streq(json_string_value(json_object_get(sc, "from")), "policies/baseline.lua:43",
+             "seccomp provenance");
+    json_t *lim = json_object_get(j, "limits");
+    ok(json_integer_value(json_object_get(lim, "timeout_ms")) == 120000 &&
+           json_integer_value(json_object_get(lim, "scan_entries")) == 1000000,
+       "limits listed");
+    ok_streq(json_string_value(json_object_get(lim, "from")), "policies/baseline.lua:44",
+             "limits provenance");
+
+    json_t *argv = json_object_get(j, "bwrap_argv");
+    ok(json_array_size(argv) == 2 &&
+           strcmp(json_string_value(json_array_get(argv, 1)), "--die-with-parent") == 0,
+       "extra member bwrap_argv merged");
+    ok_streq(json_string_value(json_object_get(j, "backend")), "linux-bwrap",
+             "extra member backend merged");
+    json_decref(j);
+    free(s);
+
+    s = a3s_plan_json(p, NULL);
+    j = s ? json_loads(s, 0, NULL) : NULL;
+    ok(json_is_object(j) && !json_object_get(j, "backend"), "plan_json without extra");
+    json_decref(j);
+    free(s);
+    ok(a3s_plan_json(p, "[1,2]") == NULL, "extra that is not an object is refused");
+    ok(a3s_plan_json(p, "{broken") == NULL, "extra that does not parse is refused");
+    a3s_plan_free(p);
+}
+
+int main(void)
+{
+    test_defaults_and_builders();
+    test_names();
+    test_validate();
+    test_canonical_host_independent();
+    test_digest_mutations();
+    test_vector();
+    test_plan_json();
+    return tap_done();
+}
