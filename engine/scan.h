@@ -8,15 +8,18 @@
 #include "util.h"
 
 typedef struct a3s_scan_result {
-    a3s_strv missing_dirs;  /* protected directory names absent at top level (to pin) */
-    a3s_strv missing_files; /* protected file names absent at top level (to pin) */
-    uint64_t entries;       /* entries visited */
+    /* Protected names absent at top level (no case variant exists), as declared, plus
+     * names whose entry is a pin this process holds (see a3s_pins_held): to pin. */
+    a3s_strv missing_dirs;
+    a3s_strv missing_files;
+    uint64_t entries; /* entries visited */
 } a3s_scan_result;
 
 /* Adds to the plan, all with discovered = true and prov "<scan>":
  *  - PROTECT for every top-level entry whose name equals a protect_dirs/protect_files
  *    name case-insensitively, and for the resolved target of a `.git` file's
- *    "gitdir: PATH" line (relative to the workspace);
+ *    "gitdir: PATH" line (relative to the workspace) when it lies inside the workspace
+ *    (that directory is then skipped like .git);
  *  - MASK for every entry (any type) whose name starts with a secret prefix
  *    case-insensitively, anywhere, except below scan_skip directories;
  *  - MASK for every regular file with link count > 1 outside scan_skip and protected

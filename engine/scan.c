@@ -1,0 +1,798 @@
+/* Workspace discovery: one depth-first walk from a workspace fd opened O_NOFOLLOW.
+ *
+ * Every directory is opened with openat(O_DIRECTORY|O_NOFOLLOW) relative to its parent,
+ * so no symbolic link is ever followed, and a path swapped during the walk fails the
+ * open instead of redirecting it. d_type decides most entries without a stat; regular
+ * files outside protected directories are stat'ed for their link count.
+ *
+ * Package stores (scan_skip names other than ".git") are not entered by the main walk:
+ * their locations are recorded, and only when a credential inode with link count > 1
+ * was found are exactly those subtrees walked for aliases of it. So no directory is
+ * read twice, and the common case never pays for node_modules.
+ *
+ * Rules are collected privately and added to the plan only when the whole scan
+ * succeeded, sorted by path (deterministic plans), one rule per path (MASK wins). */
+#include "scan.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "pin.h"
+
+#define SCAN_PROV "<scan>"
+#define GITDIR_MAX 4096
+
+/* Walk modes. */
+enum {
+    IN_PROTECTED = 1, /* below a protected top-level dir: secrets only, no hard links */
+    IN_MASKED = 2,    /* below a masked (secret) dir: already hidden, no rules */
+    IN_STORE = 4,     /* package-store pass: only aliases of credential inodes */
+};
+
+struct found {
+    enum a3s_fs_kind kind;
+    char *path;
+};
+
+struct devino {
+    dev_t dev;
+    ino_t ino;
+};
+
+struct top_entry {
+    char *name;
+    unsigned char type;
+    bool protected;
+};
+
+struct scan {
+    a3s_plan *p;
+    a3s_error *err;
+    int wsfd;
+    const char *ws;
+    size_t base; /* length of the workspace prefix in path (0 for "/") */
+    char *path;  /* absolute path of the entry being visited */
+    size_t len, cap;
+    uint64_t entries, max_entries;
+    int64_t max_depth;
+    struct found *rules;
+    size_t nrules, caprules;
+    struct devino *wanted; /* credential inodes with link count > 1 */
+    size_t nwanted, capwanted;
+    a3s_strv stores;  /* package stores, relative to the workspace */
+    a3s_strv gitdirs; /* gitdir targets inside the workspace, relative */
+};
+
+/* ---------------------------------------------------------------- names */
+
+/* ASCII case folding only: names are bytes, and the locale must not change matching. */
+static int fold(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+static bool name_eq(const char *a, const char *b)
+{
+    for (; *a && fold((unsigned char)*a) == fold((unsigned char)*b); a++, b++)
+        ;
+    return fold((unsigned char)*a) == fold((unsigned char)*b);
+}
+
+static bool name_has_prefix(const char *s, const char *prefix)
+{
+    for (; *prefix; s++, prefix++)
+        if (!*s || fold((unsigned char)*s) != fold((unsigned char)*prefix))
+            return false;
+    return true;
+}
+
+static bool list_has(const a3s_name_list *l, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (name_eq(name, l->v[i].name))
+            return true;
+    return false;
+}
+
+static bool list_has_prefix_of(const a3s_name_list *l, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (name_has_prefix(name, l->v[i].name))
+            return true;
+    return false;
+}
+
+/* One path component: an empty secret prefix would match everything, a '/' nothing. */
+static int check_names(const a3s_name_list *l, const char *what, a3s_error *err)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const char *n = l->v[i].name;
+        if (!n || !n[0] || strchr(n, '/') || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            return a3s_fail(err, A3S_ERR_POLICY,
+                            "workspace scan: %s entry '%s' must be one non-empty path component",
+                            what, n ? n : "(null)");
+    }
+    return 0;
+}
+
+static bool strv_has(const a3s_strv *sv, const char *s)
+{
+    for (size_t i = 0; i < sv->n; i++)
+        if (strcmp(sv->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------- state helpers */
+
+static int oom(struct scan *s)
+{
+    return a3s_fail(s->err, A3S_ERR_INTERNAL, "workspace scan: out of memory");
+}
+
+static int io_fail(struct scan *s, int errnum, const char *what)
+{
+    return a3s_fail_errno(s->err, A3S_ERR_POLICY, errnum, "workspace scan: cannot %s %s", what,
+                          s->path);
+}
+
+static const char *rel_path(const struct scan *s)
+{
+    return s->path + s->base + 1;
+}
+
+/* Append "/name" (name may itself contain '/') to the current path. */
+static int path_push(struct scan *s, const char *name, size_t *saved)
+{
+    size_t n = strlen(name);
+    if (s->len + n + 2 > s->cap) {
+        size_t cap = s->cap ? s->cap : 256;
+        while (cap < s->len + n + 2)
+            cap *= 2;
+        char *np = realloc(s->path, cap);
+        if (!np)
+            return oom(s);
+        s->path = np;
+        s->cap = cap;
+    }
+    *saved = s->len;
+    s->path[s->len++] = '/';
+    memcpy(s->path + s->len, name, n + 1);
+    s->len += n;
+    return 0;
+}
+
+static void path_pop(struct scan *s, size_t saved)
+{
+    s->len = saved;
+    s->path[saved] = '\0';
+}
+
+static int add_rule_path(struct scan *s, enum a3s_fs_kind kind, const char *path)
+{
+    if (s->nrules == s->caprules) {
+        size_t cap = s->caprules ? s->caprules * 2 : 32;
+        struct found *v = realloc(s->rules, cap * sizeof *v);
+        if (!v)
+            return oom(s);
+        s->rules = v;
+        s->caprules = cap;
+    }
+    char *c = strdup(path);
+    if (!c)
+        return oom(s);
+    s->rules[s->nrules++] = (struct found){kind, c};
+    return 0;
+}
+
+static int add_rule(struct scan *s, enum a3s_fs_kind kind)
+{
+    return add_rule_path(s, kind, s->path);
+}
+
+static int add_wanted(struct scan *s, const struct stat *st)
+{
+    if (s->nwanted == s->capwanted) {
+        size_t cap = s->capwanted ? s->capwanted * 2 : 16;
+        struct devino *v = realloc(s->wanted, cap * sizeof *v);
+        if (!v)
+            return oom(s);
+        s->wanted = v;
+        s->capwanted = cap;
+    }
+    s->wanted[s->nwanted++] = (struct devino){st->st_dev, st->st_ino};
+    return 0;
+}
+
+static int cmp_devino(const void *a, const void *b)
+{
+    const struct devino *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return 0;
+}
+
+static bool wanted_has(const struct scan *s, const struct stat *st)
+{
+    struct devino k = {st->st_dev, st->st_ino};
+    return bsearch(&k, s->wanted, s->nwanted, sizeof k, cmp_devino) != NULL;
+}
+
+static int count_entry(struct scan *s)
+{
+    if (++s->entries > s->max_entries)
+        return a3s_fail(s->err, A3S_ERR_POLICY, "workspace scan entry limit %" PRIu64 " exceeded",
+                        s->max_entries);
+    return 0;
+}
+
+/* fstatat without following: 1 done, 0 vanished (a race, ignored), -1 failed. */
+static int entry_stat(struct scan *s, int dfd, const char *name, struct stat *st)
+{
+    if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 1;
+    if (errno == ENOENT)
+        return 0;
+    return io_fail(s, errno, "stat");
+}
+
+/* ---------------------------------------------------------------- the walk */
+
+static int walk_dir(struct scan *s, int fd, int64_t depth, unsigned flags);
+
+static int descend(struct scan *s, int dfd, const char *name, int64_t depth, unsigned flags)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        /* ENOTDIR/ELOOP: replaced by a file or a symlink while we looked: fail closed. */
+        return io_fail(s, errno, "open directory");
+    }
+    return walk_dir(s, fd, depth + 1, flags);
+}
+
+/* Package-store pass: every regular file aliasing a credential inode is masked. */
+static int visit_store_entry(struct scan *s, int dfd, const char *name, unsigned char type,
+                             int64_t depth, unsigned flags)
+{
+    struct stat st;
+    if (type == DT_DIR)
+        return descend(s, dfd, name, depth, flags);
+    if (type != DT_REG)
+        return 0;
+    int r = entry_stat(s, dfd, name, &st);
+    if (r <= 0)
+        return r;
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1 && wanted_has(s, &st))
+        return add_rule(s, A3S_FS_MASK);
+    return 0;
+}
+
+static int visit_entry(struct scan *s, int dfd, const char *name, unsigned char type, int64_t depth,
+                       unsigned flags)
+{
+    struct stat st;
+    bool have_st = false;
+    int r;
+
+    if (depth > s->max_depth)
+        return a3s_fail(s->err, A3S_ERR_POLICY,
+                        "workspace scan depth limit %" PRId64 " exceeded at %s", s->max_depth,
+                        s->path);
+    if (type == DT_UNKNOWN) {
+        if ((r = entry_stat(s, dfd, name, &st)) <= 0)
+            return r;
+        have_st = true;
+        type = IFTODT(st.st_mode);
+    }
+    if (flags & IN_STORE)
+        return visit_store_entry(s, dfd, name, type, depth, flags);
+
+    if (list_has_prefix_of(&s->p->secret_prefixes, name)) {
+        /* A symlink here would let the mask land on its target: refuse (fail closed). */
+        if (type == DT_LNK)
+            return a3s_fail(s->err, A3S_ERR_POLICY,
+                            "refusing a symbolic link at secret workspace path %s", s->path);
+        if (!(flags & IN_MASKED) && add_rule(s, A3S_FS_MASK) < 0)
+            return -1;
+        if (type == DT_REG) {
+            if (!have_st && (r = entry_stat(s, dfd, name, &st)) <= 0)
+                return r;
+            if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+                return add_wanted(s, &st);
+            return 0;
+        }
+        /* Walked for the credential inodes inside; its contents need no rules. */
+        if (type == DT_DIR)
+            return descend(s, dfd, name, depth, flags | IN_MASKED);
+        return 0;
+    }
+
+    if (type == DT_DIR) {
+        if (list_has(&s->p->scan_skip, name)) {
+            /* Package stores are searched later, only if a credential has aliases. */
+            if (!name_eq(name, ".git") && !(flags & IN_MASKED) &&
+                a3s_strv_push(&s->stores, rel_path(s)) < 0)
+                return oom(s);
+            return 0;
+        }
+        /* A gitdir target is a git directory like .git: protected, not walked. */
+        if (strv_has(&s->gitdirs, rel_path(s)))
+            return 0;
+        return descend(s, dfd, name, depth, flags);
+    }
+
+    /* Source-tree hard-link aliases (not inside protected dirs, which are read-only). */
+    if (type == DT_REG && !(flags & IN_PROTECTED)) {
+        if (!have_st && (r = entry_stat(s, dfd, name, &st)) <= 0)
+            return r;
+        if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+            if (!(flags & IN_MASKED) && add_rule(s, A3S_FS_MASK) < 0)
+                return -1;
+            return add_wanted(s, &st);
+        }
+    }
+    return 0;
+}
+
+static int visit(struct scan *s, int dfd, const char *name, unsigned char type, int64_t depth,
+                 unsigned flags)
+{
+    size_t saved;
+    if (path_push(s, name, &saved) < 0)
+        return -1;
+    int rc = visit_entry(s, dfd, name, type, depth, flags);
+    path_pop(s, saved);
+    return rc < 0 ? -1 : 0;
+}
+
+static bool dot_or_dotdot(const char *n)
+{
+    return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
+}
+
+/* List the directory open as fd (taken over) and visit each entry at `depth`. */
+static int walk_dir(struct scan *s, int fd, int64_t depth, unsigned flags)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int saved = errno;
+        close(fd);
+        return io_fail(s, saved, "list");
+    }
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            /* ENOENT: the directory was removed while we listed it. */
+            if (errno && errno != ENOENT)
+                rc = io_fail(s, errno, "list");
+            break;
+        }
+        if (dot_or_dotdot(de->d_name))
+            continue;
+        if ((rc = count_entry(s)) < 0)
+            break;
+        if ((rc = visit(s, fd, de->d_name, de->d_type, depth, flags)) < 0)
+            break;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- top level */
+
+/* `.git` (any case) is a regular file: protect the directory its "gitdir: PATH" line
+ * names when that lies inside the workspace (outside, everything is read-only). */
+static int read_gitdir(struct scan *s, const char *name)
+{
+    /* O_NONBLOCK: a FIFO swapped in cannot hang the scan; fstat rejects it below. */
+    int fd = openat(s->wsfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return io_fail(s, errno, "open");
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int saved = errno;
+        close(fd);
+        return io_fail(s, saved, "stat");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
+    }
+    char buf[GITDIR_MAX + 1];
+    size_t n = 0;
+    while (n < GITDIR_MAX) {
+        ssize_t got = a3s_read_retry(fd, buf + n, GITDIR_MAX - n);
+        if (got < 0) {
+            int saved = errno;
+            close(fd);
+            return io_fail(s, saved, "read");
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    if (strncmp(buf, "gitdir:", 7) != 0)
+        return 0;
+    char *target = buf + 7;
+    target += strspn(target, " \t");
+    size_t tl = strlen(target);
+    while (tl > 0 && (target[tl - 1] == ' ' || target[tl - 1] == '\t'))
+        target[--tl] = '\0';
+    if (tl == 0)
+        return 0;
+
+    char *joined = NULL;
+    if (target[0] == '/')
+        joined = strdup(target);
+    else if (asprintf(&joined, "%s/%s", s->ws, target) < 0)
+        joined = NULL;
+    if (!joined)
+        return oom(s);
+    char *real = realpath(joined, NULL);
+    int saved = errno;
+    free(joined);
+    if (!real) {
+        if (saved == ENOENT || saved == ENOTDIR)
+            return 0;
+        return a3s_fail_errno(s->err, A3S_ERR_POLICY, saved,
+                              "workspace scan: cannot resolve git directory '%s' named by %s",
+                              target, s->path);
+    }
+    int rc = 0;
+    if (strcmp(real, s->ws) == 0) {
+        /* Its hooks would be ordinary writable workspace files: refuse. */
+        rc = a3s_fail(s->err, A3S_ERR_POLICY,
+                      "workspace scan: git directory named by %s is the workspace itself", s->path);
+    } else if (a3s_path_within(real, s->ws)) {
+        if (add_rule_path(s, A3S_FS_PROTECT, real) < 0)
+            rc = -1;
+        else if (a3s_strv_push(&s->gitdirs, real + s->base + 1) < 0)
+            rc = oom(s);
+    }
+    free(real);
+    return rc;
+}
+
+static void tops_free(struct top_entry *tops, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(tops[i].name);
+    free(tops);
+}
+
+/* Read the top level once, so that protected names and the gitdir target are known
+ * before any subdirectory is walked. */
+static int read_top(struct scan *s, struct top_entry **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    int fd = fcntl(s->wsfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return io_fail(s, errno, "list");
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int saved = errno;
+        close(fd);
+        return io_fail(s, saved, "list");
+    }
+    struct top_entry *tops = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno)
+                rc = io_fail(s, errno, "list");
+            break;
+        }
+        if (dot_or_dotdot(de->d_name))
+            continue;
+        if ((rc = count_entry(s)) < 0)
+            break;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct top_entry *v = realloc(tops, ncap * sizeof *v);
+            if (!v) {
+                rc = oom(s);
+                break;
+            }
+            tops = v;
+            cap = ncap;
+        }
+        if (!(tops[n].name = strdup(de->d_name))) {
+            rc = oom(s);
+            break;
+        }
+        tops[n].type = de->d_type;
+        tops[n].protected = false;
+        n++;
+    }
+    closedir(d);
+    if (rc < 0) {
+        tops_free(tops, n);
+        return -1;
+    }
+    *out = tops;
+    *nout = n;
+    return 0;
+}
+
+/* Protected top-level names: PROTECT what exists, report what must be pinned. */
+static int scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
+                          a3s_scan_result *out)
+{
+    const a3s_name_list *pd = &s->p->protect_dirs, *pf = &s->p->protect_files;
+    size_t nseen = pd->n + pf->n;
+    bool *seen = calloc(nseen ? nseen : 1, sizeof *seen);
+    if (!seen)
+        return oom(s);
+    int rc = 0;
+    for (size_t i = 0; i < ntops && rc == 0; i++) {
+        struct top_entry *t = &tops[i];
+        bool match = false;
+        for (size_t j = 0; j < nseen; j++)
+            if (name_eq(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
+                match = true;
+        if (!match)
+            continue;
+        size_t saved;
+        if (path_push(s, t->name, &saved) < 0) {
+            rc = -1;
+            break;
+        }
+        struct stat st;
+        int r = 1;
+        if (t->type == DT_UNKNOWN && (r = entry_stat(s, s->wsfd, t->name, &st)) > 0)
+            t->type = IFTODT(st.st_mode);
+        if (r < 0) {
+            rc = -1;
+        } else if (r == 0) {
+            t->type = DT_UNKNOWN; /* vanished: the walk will skip it too */
+        } else if (t->type == DT_LNK) {
+            rc = a3s_fail(s->err, A3S_ERR_POLICY,
+                          "refusing a symbolic link at protected workspace path %s", s->path);
+        } else if (a3s_pins_held(s->wsfd, t->name)) {
+            /* Another execution's placeholder: share it (see pin.h), never bind it as
+             * if it were ordinary content that will still be there later. */
+            t->protected = true;
+            a3s_strv *l = t->type == DT_DIR ? &out->missing_dirs : &out->missing_files;
+            if (!strv_has(l, t->name) && a3s_strv_push(l, t->name) < 0)
+                rc = oom(s);
+        } else {
+            t->protected = true;
+            for (size_t j = 0; j < nseen; j++)
+                if (name_eq(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
+                    seen[j] = true;
+            rc = add_rule(s, A3S_FS_PROTECT);
+            if (rc == 0 && t->type == DT_REG && name_eq(t->name, ".git"))
+                rc = read_gitdir(s, t->name);
+        }
+        path_pop(s, saved);
+    }
+    for (size_t j = 0; j < nseen && rc == 0; j++) {
+        if (seen[j])
+            continue;
+        const char *n = j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name;
+        a3s_strv *l = j < pd->n ? &out->missing_dirs : &out->missing_files;
+        if (!strv_has(l, n) && a3s_strv_push(l, n) < 0)
+            rc = oom(s);
+    }
+    free(seen);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- package stores */
+
+/* Open a recorded store again, one component at a time, never following a link.
+ * Returns the fd, -2 when it vanished, -1 on failure; *ncomp gets its depth. */
+static int open_store(struct scan *s, const char *rel, int64_t *ncomp)
+{
+    char *copy = strdup(rel);
+    if (!copy)
+        return oom(s);
+    int fd = s->wsfd;
+    int64_t n = 0;
+    char *save = NULL;
+    for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int saved = errno;
+        if (fd != s->wsfd)
+            close(fd);
+        if (nfd < 0) {
+            free(copy);
+            if (saved == ENOENT)
+                return -2;
+            return io_fail(s, saved, "open directory");
+        }
+        fd = nfd;
+        n++;
+    }
+    free(copy);
+    if (fd == s->wsfd) /* cannot happen: stores are non-empty relative paths */
+        return a3s_fail(s->err, A3S_ERR_INTERNAL, "workspace scan: empty package store path");
+    *ncomp = n;
+    return fd;
+}
+
+static int scan_stores(struct scan *s)
+{
+    if (s->nwanted == 0)
+        return 0;
+    qsort(s->wanted, s->nwanted, sizeof *s->wanted, cmp_devino);
+    for (size_t i = 0; i < s->stores.n; i++) {
+        size_t saved;
+        if (path_push(s, s->stores.v[i], &saved) < 0)
+            return -1;
+        int64_t depth = 0;
+        int fd = open_store(s, s->stores.v[i], &depth);
+        int rc = 0;
+        if (fd >= 0)
+            rc = walk_dir(s, fd, depth + 1, IN_STORE);
+        else if (fd == -1)
+            rc = -1;
+        path_pop(s, saved);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- results */
+
+static int cmp_found(const void *a, const void *b)
+{
+    const struct found *x = a, *y = b;
+    int c = strcmp(x->path, y->path);
+    if (c)
+        return c;
+    /* MASK first within a path, so the merge below keeps it. */
+    return (x->kind != A3S_FS_MASK) - (y->kind != A3S_FS_MASK);
+}
+
+/* Is the plan's declared rule for this path already at least as strict? */
+static bool plan_covers(const a3s_plan *p, size_t nfs, const struct found *f)
+{
+    for (size_t i = 0; i < nfs; i++) {
+        const a3s_fs_rule *r = &p->fs[i];
+        if (strcmp(r->path, f->path) != 0)
+            continue;
+        if (r->kind == A3S_FS_MASK || r->kind == A3S_FS_HIDE)
+            return true;
+        if (f->kind == A3S_FS_PROTECT && (r->kind == A3S_FS_PROTECT || r->kind == A3S_FS_RO))
+            return true;
+    }
+    return false;
+}
+
+static int commit_rules(struct scan *s)
+{
+    a3s_plan *p = s->p;
+    size_t nfs0 = p->nfs;
+    if (s->nrules)
+        qsort(s->rules, s->nrules, sizeof *s->rules, cmp_found);
+    for (size_t i = 0; i < s->nrules; i++) {
+        if (i > 0 && strcmp(s->rules[i].path, s->rules[i - 1].path) == 0)
+            continue;
+        if (plan_covers(p, nfs0, &s->rules[i]))
+            continue;
+        if (a3s_plan_add_fs(p, s->rules[i].kind, s->rules[i].path, true, true, SCAN_PROV, 0,
+                            s->err) < 0) {
+            /* Leave the plan as it was: a half-added scan is worse than none. */
+            for (size_t j = nfs0; j < p->nfs; j++) {
+                free(p->fs[j].path);
+                free(p->fs[j].prov.file);
+            }
+            p->nfs = nfs0;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void a3s_scan_result_free(a3s_scan_result *r)
+{
+    if (!r)
+        return;
+    a3s_strv_free(&r->missing_dirs);
+    a3s_strv_free(&r->missing_files);
+    r->entries = 0;
+}
+
+int a3s_scan_workspace(a3s_plan *p, a3s_scan_result *out, a3s_error *err)
+{
+    if (!out)
+        return a3s_fail(err, A3S_ERR_INVALID, "workspace scan: no result");
+    memset(out, 0, sizeof *out);
+    if (!p || !p->workspace || !a3s_path_is_clean(p->workspace))
+        return a3s_fail(err, A3S_ERR_INVALID,
+                        "workspace scan: workspace '%s' is not a clean "
+                        "absolute path",
+                        p && p->workspace ? p->workspace : "(null)");
+    if (p->limits.scan_depth < 1 || p->limits.scan_entries < 1)
+        return a3s_fail(err, A3S_ERR_POLICY,
+                        "workspace scan: limits scan_depth %" PRId64 " / scan_entries %" PRId64
+                        " must be positive",
+                        p->limits.scan_depth, p->limits.scan_entries);
+    if (check_names(&p->protect_dirs, "protect_dirs", err) < 0 ||
+        check_names(&p->protect_files, "protect_files", err) < 0 ||
+        check_names(&p->secret_prefixes, "secret_prefixes", err) < 0 ||
+        check_names(&p->scan_skip, "scan_skip", err) < 0)
+        return -1;
+
+    struct scan s = {
+        .p = p,
+        .err = err,
+        .wsfd = -1,
+        .ws = p->workspace,
+        .base = strcmp(p->workspace, "/") == 0 ? 0 : strlen(p->workspace),
+        .max_entries = (uint64_t)p->limits.scan_entries,
+        .max_depth = p->limits.scan_depth,
+    };
+    struct top_entry *tops = NULL;
+    size_t ntops = 0;
+    int rc = -1;
+
+    s.cap = s.base + 256;
+    if (!(s.path = malloc(s.cap))) {
+        oom(&s);
+        goto done;
+    }
+    memcpy(s.path, p->workspace, s.base);
+    s.path[s.base] = '\0';
+    s.len = s.base;
+
+    s.wsfd = open(p->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s.wsfd < 0) {
+        a3s_fail_errno(err, A3S_ERR_POLICY, errno, "workspace scan: cannot open workspace %s",
+                       p->workspace);
+        goto done;
+    }
+    if (read_top(&s, &tops, &ntops) < 0 || scan_protected(&s, tops, ntops, out) < 0)
+        goto done;
+    /* A protected directory's contents are read-only: walked for secrets only. A
+     * protected file itself is still subject to the hard-link rule. */
+    for (size_t i = 0; i < ntops; i++)
+        if (visit(&s, s.wsfd, tops[i].name, tops[i].type, 1,
+                  tops[i].protected && tops[i].type == DT_DIR ? IN_PROTECTED : 0) < 0)
+            goto done;
+    if (scan_stores(&s) < 0 || commit_rules(&s) < 0)
+        goto done;
+    out->entries = s.entries;
+    rc = 0;
+
+done:
+    if (s.wsfd >= 0)
+        close(s.wsfd);
+    tops_free(tops, ntops);
+    for (size_t i = 0; i < s.nrules; i++)
+        free(s.rules[i].path);
+    free(s.rules);
+    free(s.wanted);
+    a3s_strv_free(&s.stores);
+    a3s_strv_free(&s.gitdirs);
+    free(s.path);
+    if (rc < 0)
+        a3s_scan_result_free(out);
+    return rc;
+}
