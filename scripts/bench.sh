@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Benchmarks (not tests): medians of alternating runs in one invocation, with ratios
+# against bare bubblewrap measured in the same run on the same machine.
+#   scripts/bench.sh [ROUNDS]        (default 40)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cli=${A3S_CLI:-$here/build/a3s-sandbox}
+bwrap=${A3S_SANDBOX_BWRAP:-/usr/bin/bwrap}
+rounds=${1:-40}
+[ -x "$cli" ] || { echo "bench: build first (scripts/build.sh); no $cli" >&2; exit 1; }
+ws=$(mktemp -d /tmp/a3s-bench-XXXXXX)
+trap 'rm -rf "$ws"' EXIT
+
+python3 - "$cli" "$bwrap" "$ws" "$rounds" <<'PY'
+import os, statistics, subprocess, sys, time
+
+cli, bwrap, ws, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+bare = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+        "--die-with-parent", "--new-session", "--"]
+ours = [cli, "-w", ws, "--"]
+
+def run(argv, stdout=subprocess.DEVNULL):
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return dt, ru.ru_maxrss, p.returncode
+
+def alternate(a, b, n):
+    ta, tb, rss = [], [], []
+    for _ in range(3):  # warm-up
+        run(a); run(b)
+    for _ in range(n):
+        dt, r, rc = run(a); ta.append(dt); rss.append(r)
+        assert rc == 0, f"{a} exited {rc}"
+        dt, _, rc = run(b); tb.append(dt)
+        assert rc == 0, f"{b} exited {rc}"
+    return statistics.median(ta), statistics.median(tb), max(rss)
+
+print(f"# a3s-sandbox benchmarks ({rounds} alternating rounds, medians)")
+print(f"# host: {os.uname().release}, {os.cpu_count()} cpus")
+
+t_cli, t_bare, rss = alternate(ours + ["true"], bare + ["true"], rounds)
+print(f"startup: cli -- true        {t_cli*1000:7.2f} ms")
+print(f"startup: bare bwrap -- true {t_bare*1000:7.2f} ms")
+print(f"startup ratio cli/bare      {t_cli/t_bare:7.2f} x   (target <= 1.2)")
+print(f"peak RSS (cli and descendants, max) {rss/1024:6.2f} MiB (target <= 8)")
+
+# 100 MB through the capture: the CLI streams the head and keeps the tail.
+n = 100_000_000
+gen = ["head", "-c", str(n), "/dev/zero"]
+t_cap, t_bare_cap, _ = alternate(ours + gen, bare + gen, max(5, rounds // 8))
+net = max(t_cap - t_cli, 1e-9)
+print(f"output: cli 100 MB          {t_cap*1000:7.1f} ms  ({n/net/1e9:5.2f} GB/s through the capture, startup subtracted)")
+print(f"output: bare bwrap 100 MB   {t_bare_cap*1000:7.1f} ms  (to /dev/null, no capture)")
+
+# Deadline to return: -t 0.2 on a sleeping command.
+lat = []
+for _ in range(max(5, rounds // 4)):
+    dt, _, rc = run([cli, "-w", ws, "-t", "0.2", "--", "sleep", "10"])
+    assert rc == 124, rc
+    lat.append(dt - 0.2)
+print(f"deadline -> CLI return      {statistics.median(lat)*1000:7.1f} ms median, "
+      f"{max(lat)*1000:.1f} ms max (target <= 100)")
+PY

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the Debian packages the build and the tests need, only when missing.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
+      lua-unit libjansson-dev nettle-dev python3 util-linux passwd)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing missing packages: ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

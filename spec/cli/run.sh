@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run one CLI spec as the caller ("caller") or as the unprivileged user a3s-test
+# ("unpriv"). Exit 77 means skipped; with A3S_MUST_WORK=1 a skip is a failure.
+set -uo pipefail
+mode=$1 spec=$2
+skip() {
+  echo "SKIP: $*"
+  if [ "${A3S_MUST_WORK:-0}" = 1 ]; then
+    echo "A3S_MUST_WORK=1: a skip is a failure here"
+    exit 1
+  fi
+  exit 77
+}
+
+if [ "$mode" = caller ]; then
+  exec bash "$spec"
+fi
+
+[ "$(id -u)" -eq 0 ] || skip "unprivileged mode needs root to switch user"
+id a3s-test >/dev/null 2>&1 || skip "user a3s-test is missing (scripts/test.sh creates it)"
+
+# The unprivileged user may not be able to reach the build tree (e.g. under /root):
+# stage the CLI, the policies and the specs in a world-readable directory.
+stage=$(mktemp -d /tmp/a3s-unpriv-XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+cp "$A3S_CLI" "$stage/a3s-sandbox"
+cp -r "$A3S_SOURCE_DIR/policies" "$stage/policies"
+cp -r "$A3S_SOURCE_DIR/spec" "$stage/spec"
+chmod -R a+rX "$stage"
+chmod 0755 "$stage"
+spec_copy="$stage/spec/cli/$(basename "$spec")"
+# -l so HOME and the rest are the user's own; only what the specs need is passed on.
+exec runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
+  HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
+  A3S_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
+  A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_UNPRIV=1 bash "$spec_copy"
