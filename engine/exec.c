@@ -344,13 +344,31 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         if (pr == 0)
             continue;
 
+        /* The started byte first: it precedes any output of the command. */
+        if (idx_s >= 0 && (pf[idx_s].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char c;
+            ssize_t r = read(started_fd, &c, 1);
+            if (r == 1)
+                o->started = true;
+            /* One byte is all we need; EOF means the wrapper never got to write it. */
+            if (r >= 0 || errno != EINTR)
+                started_fd = -1;
+        }
         for (int s = 0; s < 2; s++) {
             int idx = s == 0 ? idx_out : idx_err;
             int *fd = s == 0 ? &out_p[0] : &errp[0];
             if (idx < 0 || !(pf[idx].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
             ssize_t r = read(*fd, buf, READ_CHUNK);
-            if (r > 0) {
+            if (r > 0 && l->started_fd >= 0 && !o->started) {
+                /* Before the command started, only the launcher speaks: keep its words
+                 * for the setup error instead of passing them off as command output. */
+                size_t room = sizeof o->setup_diag - 1 - o->setup_diag_len;
+                size_t take = (size_t)r < room ? (size_t)r : room;
+                memcpy(o->setup_diag + o->setup_diag_len, buf, take);
+                o->setup_diag_len += take;
+                o->setup_diag[o->setup_diag_len] = '\0';
+            } else if (r > 0) {
                 size_t head = a3s_capture_feed(o->cap, s + 1, buf, (size_t)r);
                 if (l->on_output && !o->aborted &&
                     l->on_output(l->output_ud, s + 1, buf, (size_t)r, head) != 0) {
@@ -364,15 +382,6 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
                 close_fd(fd);
             }
-        }
-        if (idx_s >= 0 && (pf[idx_s].revents & (POLLIN | POLLHUP | POLLERR))) {
-            char c;
-            ssize_t r = read(started_fd, &c, 1);
-            if (r == 1)
-                o->started = true;
-            /* One byte is all we need; EOF means the wrapper never got to write it. */
-            if (r >= 0 || errno != EINTR)
-                started_fd = -1;
         }
         if (idx_st >= 0 && (pf[idx_st].revents & (POLLIN | POLLHUP | POLLERR))) {
             ssize_t r = read(status_fd, status_buf + status_len,

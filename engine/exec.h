@@ -46,6 +46,10 @@ typedef struct a3s_outcome {
     bool started;       /* the "command started" byte arrived */
     bool ns_started;    /* bwrap reported "child-pid" (namespaces were created) */
     int reported_exit;  /* bwrap's "exit-code", or -1 */
+    /* What the launcher wrote before the started byte (when started_fd is used), e.g.
+     * bwrap's own error message; NUL-terminated, truncated to fit. */
+    char setup_diag[4096];
+    size_t setup_diag_len;
     uint64_t duration_ms;
 } a3s_outcome;
 

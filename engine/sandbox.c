@@ -32,6 +32,7 @@ extern char **environ;
 
 struct a3s_sandbox {
     char *workspace, *bwrap, *shell, *home, *tmp;
+    char *launcher; /* a3s-sandbox-launch, or NULL: the argv form goes through bash */
     a3s_policy_src src;
     a3s_strv search_path;
     a3s_strv host_env;
@@ -159,6 +160,7 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb->workspace);
     free(sb->bwrap);
     free(sb->shell);
+    free(sb->launcher);
     free(sb->home);
     free(sb->tmp);
     free(sb->fallback_reason);
@@ -250,7 +252,7 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
         goto fail;
 
     /* Evaluate once now so that a broken policy fails at construction. */
-    {
+    if (!opts->defer_policy) {
         char *scratch = NULL;
         if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
             goto oom;
@@ -269,6 +271,12 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     int brc = a3s_bwrap_resolve_exe(bw, sb->workspace, "bubblewrap", &sb->bwrap, &berr);
     if (a3s_bwrap_resolve_exe("/bin/bash", sb->workspace, "trusted bash", &sb->shell, err) < 0)
         goto fail;
+    /* The launcher is an optimisation of the argv form: without it, bash does the job. */
+    a3s_error lerr;
+    if (a3s_bwrap_resolve_exe(A3S_LAUNCH_INSTALL_PATH, sb->workspace, "launcher",
+                              &sb->launcher, &lerr) < 0)
+        (void)a3s_bwrap_resolve_exe(A3S_LAUNCH_BUILD_PATH, sb->workspace, "launcher",
+                                    &sb->launcher, &lerr);
     if (brc == 0 && opts->allow_process_host && quick_probe(sb, &berr) < 0)
         brc = -1;
     if (brc < 0) {
@@ -316,7 +324,8 @@ typedef struct prepared {
     a3s_scan_result scan;
     a3s_pins *pins;
     a3s_strv env;
-    a3s_strv args;
+    a3s_strv args; /* bwrap options, passed with --args */
+    a3s_strv cmd;  /* "--", bash, -c, ... on bwrap's real argv */
     char digest[65];
 } prepared;
 
@@ -329,6 +338,7 @@ static void prepared_free(prepared *pp)
     pp->plan = NULL;
     a3s_strv_free(&pp->env);
     a3s_strv_free(&pp->args);
+    a3s_strv_free(&pp->cmd);
     remove_scratch(pp->scratch);
     free(pp->scratch);
     pp->scratch = NULL;
@@ -363,14 +373,14 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
     if (sb->process_host)
         return 0;
     static const char *const probe_argv[] = {"true", NULL};
-    a3s_bwrap_cmd cmd = {.shell = sb->shell};
+    a3s_bwrap_cmd cmd = {.shell = sb->shell, .launcher = sb->launcher};
     if (req && req->argv)
         cmd.argv = (char *const *)req->argv;
     else if (req && req->shell_command)
         cmd.shell_command = req->shell_command;
     else
         cmd.argv = (char *const *)probe_argv;
-    if (a3s_bwrap_build_args(pp->plan, &pp->env, &cmd, &pp->args, err) < 0)
+    if (a3s_bwrap_build_args(pp->plan, &pp->env, &cmd, &pp->args, &pp->cmd, err) < 0)
         goto fail;
     return 0;
 fail:
@@ -447,18 +457,17 @@ oom:
     return a3s_fail(err, A3S_ERR_INTERNAL, "result: out of memory");
 }
 
-/* First line(s) of what bwrap said, for "the sandbox never started" errors. */
-static void setup_reason(const a3s_capture *cap, char *buf, size_t n)
+/* What bwrap said before the command could start, for "never started" errors. */
+static void setup_reason(const a3s_outcome *o, char *buf, size_t n)
 {
-    char *text = NULL;
-    size_t len = 0;
-    buf[0] = '\0';
-    if (a3s_capture_render(cap, A3S_STDERR, &text, &len, NULL, NULL) < 0 || !text)
-        return;
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-        text[--len] = '\0';
-    snprintf(buf, n, "%s", len ? text : "bubblewrap exited without starting the command");
-    free(text);
+    size_t len = o->setup_diag_len;
+    while (len > 0 && (o->setup_diag[len - 1] == '\n' || o->setup_diag[len - 1] == '\r'))
+        len--;
+    if (len == 0)
+        snprintf(buf, n, "bubblewrap exited (status %d) without starting the command",
+                 WIFEXITED(o->wait_status) ? WEXITSTATUS(o->wait_status) : 128 + WTERMSIG(o->wait_status));
+    else
+        snprintf(buf, n, "%.*s", (int)len, o->setup_diag);
 }
 
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
@@ -494,6 +503,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .cwd = sb->workspace,
     };
     char *argv_buf[8];
+    char **bargv = NULL;
     char fdnum[16];
     if (sb->process_host) {
         /* SPEC §7: no local boundary; same deadline, kill and bounded output. */
@@ -538,13 +548,18 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
             goto out;
         }
         snprintf(fdnum, sizeof fdnum, "%d", A3S_FD_ARGS);
-        argv_buf[0] = sb->bwrap;
-        argv_buf[1] = (char *)"--args";
-        argv_buf[2] = fdnum;
-        argv_buf[3] = NULL;
+        bargv = calloc(pp.cmd.n + 4, sizeof *bargv);
+        if (!bargv) {
+            a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+            goto out;
+        }
+        bargv[0] = sb->bwrap;
+        bargv[1] = (char *)"--args";
+        bargv[2] = fdnum;
+        memcpy(bargv + 3, pp.cmd.v, pp.cmd.n * sizeof *bargv);
         static char *const empty_env[] = {NULL};
         l.path = sb->bwrap;
-        l.argv = argv_buf;
+        l.argv = bargv;
         l.envp = empty_env; /* bwrap itself runs with nothing from the caller */
         l.keep[0] = (a3s_fdmap){started[1], A3S_FD_STARTED};
         l.keep[1] = (a3s_fdmap){status[1], A3S_FD_STATUS};
@@ -559,7 +574,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
             goto out;
         if (!o.started && !o.timed_out && !o.aborted) {
             char why[1536];
-            setup_reason(o.cap, why, sizeof why);
+            setup_reason(&o, why, sizeof why);
             a3s_fail(err, A3S_ERR_SETUP, "the sandbox could not be set up%s: %s",
                      o.ns_started ? "" : " (namespaces were not created)", why);
             goto out;
@@ -574,6 +589,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         goto out;
     rc = A3S_OK;
 out:
+    free(bargv);
     if (seccomp_fd >= 0)
         close(seccomp_fd);
     if (args_fd >= 0)
@@ -686,7 +702,7 @@ char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
     if (prepare(sb, NULL, false, &pp, err) < 0)
         return NULL;
     json_t *extra = json_object();
-    char *argv = a3s_bwrap_args_json(sb->bwrap ? sb->bwrap : "bwrap", &pp.args);
+    char *argv = a3s_bwrap_args_json(sb->bwrap ? sb->bwrap : "bwrap", &pp.args, &pp.cmd);
     char *sc = a3s_seccomp_describe_json(&pp.plan->seccomp);
     json_error_t je;
     json_t *pins = json_array();

@@ -41,6 +41,9 @@ typedef struct a3s_options {
     const char *const *policy_path; /* extra policy dirs (NULL-terminated) or NULL */
     const char *const *host_env;    /* environment the policy may read; NULL: environ */
     bool allow_process_host;        /* explicit opt-in to the unconfined fallback (SPEC §7) */
+    bool defer_policy;              /* do not evaluate the policy here: every exec evaluates
+                                       it anyway, so a one-shot caller saves one evaluation;
+                                       policy errors then come from the first operation */
 } a3s_options;
 
 enum a3s_stream { A3S_STDOUT = 1, A3S_STDERR = 2 };

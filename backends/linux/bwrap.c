@@ -236,11 +236,7 @@ static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
             if ((o[i].r->kind == A3S_FS_MASK) == (pass == 1))
                 rc = emit_rule(b, o[i].r, err);
     free(o);
-    if (rc < 0)
-        return -1;
-    for (size_t i = b->nremount; i-- > 0;)
-        push3(b, "--remount-ro", b->remount[i], NULL);
-    return 0;
+    return rc;
 }
 
 /* The wrapper announces "started" on fd 3 once bwrap's setup is complete (anything
@@ -249,7 +245,7 @@ static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
 #define WRAP_PREFIX "printf S >&3; exec 3>&- 4>&-"
 
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
-                         a3s_strv *out, a3s_error *err)
+                         a3s_strv *out, a3s_strv *cmd_out, a3s_error *err)
 {
     builder b = {.out = out};
     char num[32];
@@ -271,6 +267,13 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     push3(&b, "--proc", "/proc", NULL);
     if (build_mounts(&b, p, err) < 0)
         goto fail;
+    /* The launcher must be reachable inside even when it lives under a hidden root (a
+     * build tree in HOME): bind the one file read-only. */
+    if (cmd->argv && cmd->launcher && hidden_kind(covering(&b, cmd->launcher)))
+        push3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
+    /* Hidden directories become read-only last, once nothing more is mounted inside. */
+    for (size_t i = b.nremount; i-- > 0;)
+        push3(&b, "--remount-ro", b.remount[i], NULL);
     push3(&b, "--chdir", p->workspace ? p->workspace : "/", NULL);
     push(&b, "--clearenv");
     for (size_t i = 0; i < env->n; i++) {
@@ -289,23 +292,33 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     push3(&b, "--seccomp", num, NULL);
     snprintf(num, sizeof num, "%d", A3S_FD_STATUS);
     push3(&b, "--json-status-fd", num, NULL);
-    push(&b, "--");
-    push(&b, cmd->shell);
-    push(&b, "-c");
-    if (cmd->argv) {
-        push(&b, WRAP_PREFIX "; exec \"$@\"");
-        push(&b, "a3s-sandbox");
+    /* bwrap reads only options from --args: the command goes on the real argv. */
+    builder c = {.out = cmd_out};
+    push(&c, "--");
+    if (cmd->argv && cmd->launcher) {
+        push(&c, cmd->launcher);
         for (size_t i = 0; cmd->argv[i]; i++)
-            push(&b, cmd->argv[i]);
+            push(&c, cmd->argv[i]);
+        goto done;
+    }
+    push(&c, cmd->shell);
+    push(&c, "-c");
+    if (cmd->argv) {
+        push(&c, WRAP_PREFIX "; exec \"$@\"");
+        push(&c, "a3s-sandbox");
+        for (size_t i = 0; cmd->argv[i]; i++)
+            push(&c, cmd->argv[i]);
     } else {
         char *s = NULL;
         if (asprintf(&s, WRAP_PREFIX "\n%s", cmd->shell_command) < 0) {
-            b.failed = 1;
+            c.failed = 1;
         } else {
-            push(&b, s);
+            push(&c, s);
             free(s);
         }
     }
+done:
+    b.failed |= c.failed;
     if (b.failed) {
         a3s_fail(err, A3S_ERR_INTERNAL, "building the bwrap arguments: out of memory");
         goto fail;
@@ -340,7 +353,7 @@ int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err)
     return fd;
 }
 
-char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args)
+char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args, const a3s_strv *cmd)
 {
     json_t *a = json_array();
     if (!a)
@@ -348,6 +361,8 @@ char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args)
     json_array_append_new(a, json_string(bwrap));
     for (size_t i = 0; i < args->n; i++)
         json_array_append_new(a, json_string(args->v[i]));
+    for (size_t i = 0; i < cmd->n; i++)
+        json_array_append_new(a, json_string(cmd->v[i]));
     char *s = json_dumps(a, JSON_COMPACT);
     json_decref(a);
     return s;

@@ -17,6 +17,7 @@ typedef struct a3s_bwrap_cmd {
     char *const *argv;         /* argv form, or NULL */
     const char *shell_command; /* bash -c form, or NULL */
     const char *shell;         /* trusted bash, absolute */
+    const char *launcher;      /* a3s-sandbox-launch for the argv form, or NULL (bash) */
 } a3s_bwrap_cmd;
 
 /* Resolve and vet a trusted executable: absolute after canonicalization, a regular file
@@ -24,18 +25,19 @@ typedef struct a3s_bwrap_cmd {
 int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,
                           char **out, a3s_error *err);
 
-/* Build the bwrap arguments (everything after argv[0]) for a validated plan whose scan
- * rules are already added. The mount list is computed from the host as it is now:
- * missing optional paths are skipped, a symbolic link at any rule path fails closed.
+/* Build the bwrap options (for --args) into `out` and the command part ("--", bash, ...)
+ * into `cmd_out` (bwrap takes the command from its real argv only), for a validated plan
+ * whose scan rules are already added. The mount list is computed from the host as it is
+ * now: missing optional paths are skipped, a symbolic link at any rule path fails closed.
  * `env` holds the composed "NAME=VALUE" child environment. */
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
-                         a3s_strv *out, a3s_error *err);
+                         a3s_strv *out, a3s_strv *cmd_out, a3s_error *err);
 
 /* Write args NUL-separated into a sealed memfd at offset 0 (for --args). Returns the fd
  * (CLOEXEC) or -1 with err. */
 int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err);
 
-/* JSON array text of args (for `plan`), malloc'd. */
-char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args);
+/* JSON array text of the whole command line (for `plan`), malloc'd. */
+char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args, const a3s_strv *cmd);
 
 #endif

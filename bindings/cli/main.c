@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +40,14 @@ static const char usage_text[] =
     "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
     "126/127 the program is not executable / not found inside the sandbox.\n";
 
-static void die_usage(const char *fmt, const char *arg)
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "a3s-sandbox: ");
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n(run 'a3s-sandbox --help' for usage)\n");
     exit(EXIT_REFUSED);
 }
@@ -225,6 +230,7 @@ int main(int argc, char **argv)
     a3s_options o = {
         .workspace = c.workspace,
         .policy = !strcmp(c.cmd, "check") ? c.check_policy : c.policy,
+        .defer_policy = !strcmp(c.cmd, "run"), /* the run evaluates it once, fail-closed */
         .allow_process_host = c.allow_process_host ||
                               truthy(getenv("A3S_SANDBOX_ALLOW_PROCESS_HOST")) ||
                               truthy(getenv("A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX")),

@@ -1,0 +1,203 @@
+--[[ baseline.lua — the a3s_bash_baseline policy (SPEC §5).
+
+Parity with the original crate's baseline (reference §2), plus the fixes marked ★.
+Every rule is declared in this file, so each rule's provenance ("from" in
+`a3s-sandbox plan`) is a line below; lib/ only holds lists and host lookups.
+
+Rules that depend on host facts (PATH, toolchains, symlinks, env-configured
+credentials) are marked `discovered`: they are enforced but left out of the digest,
+so the same policy has the same digest on every host.
+
+A derived policy starts from this one:
+    local plan = a3s.extend("baseline", "my-policy")
+    plan:limits{ timeout_ms = 300000 }
+    return plan
+]]
+
+local credentials = require "lib.credentials"
+local envlists = require "lib.env"
+local path = require "lib.path"
+local toolchains = require "lib.toolchains"
+local host = a3s.host
+
+local plan = a3s.plan("baseline")
+
+-- A path that exists but is not canonical is (or sits below) a symlink; the backend
+-- refuses rules on symlinks, so such rules go to the canonical target instead.
+local function symlinked(p)
+  local real = host.realpath(p)
+  return real ~= nil and real ~= p, real
+end
+
+---------------------------------------------------------------- network
+-- ★ A private network namespace with loopback only (the original kept the host's).
+plan:network("none")
+
+---------------------------------------------------------------- seccomp
+-- socket(2) is denied for every family; ★ socketpair(AF_UNIX) stays allowed (it cannot
+-- reach outside, and node/python need it); clone(2) with CLONE_NEW* flags and the
+-- TIOCSTI/TIOCLINUX ioctls are denied by the backend from these booleans.
+plan:seccomp{
+  socket_families = {},
+  socketpair_unix = true,
+  deny_clone_ns = true,
+  deny_tty_inject = true,
+  socket_errno = "EAFNOSUPPORT",
+}
+-- clone3 passes its flags in memory, which seccomp cannot inspect: ENOSYS makes libc
+-- fall back to clone(2), whose flags are checked.
+plan:seccomp_deny({ "clone3" }, "ENOSYS")
+-- The original's list: namespaces, hard links, io_uring (bypasses the syscall filter).
+plan:seccomp_deny({ "unshare", "setns" }, "EPERM")
+plan:seccomp_deny({ "link", "linkat" }, "EPERM")
+plan:seccomp_deny({ "io_uring_setup", "io_uring_enter", "io_uring_register" }, "EPERM")
+-- ★ Kernel keyrings, BPF, perf, userfaultfd and the mount syscalls.
+plan:seccomp_deny({ "keyctl", "add_key", "request_key" }, "EPERM")
+plan:seccomp_deny({ "bpf", "perf_event_open", "userfaultfd" }, "EPERM")
+plan:seccomp_deny({ "mount", "umount2", "pivot_root" }, "EPERM")
+-- ★ The new mount API answers ENOSYS, like a kernel without it, so tools fall back to
+-- mount(2), which is denied above.
+plan:seccomp_deny({ "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
+                    "mount_setattr" }, "ENOSYS")
+-- ptrace stays allowed: debuggers work, and the pid namespace confines them.
+
+---------------------------------------------------------------- filesystem
+-- The backend binds the host root read-only first, then applies these rules shallowest
+-- path first, masks last. Plan validation allows one kind per path: hides and
+-- re-exposures skip a path an earlier step already declared (plan:rule_kind); masks
+-- never skip, so a mask colliding with another kind is refused loudly.
+
+-- Writable: the canonical workspace and the per-execution scratch dir. Declared first:
+-- if one of them is also a hidden root (say the workspace is $HOME), it stays writable.
+plan:writable(ctx.workspace)
+if not plan:rule_kind(ctx.scratch) then
+  plan:writable(ctx.scratch)
+end
+-- The original's goal-loop carve-out: `.a3s/loops` stays writable below the protected
+-- `.a3s` when it exists (the sandbox never creates it: optional).
+plan:writable(path.join(ctx.workspace, ".a3s/loops"), { optional = true })
+
+-- A private writable /tmp.
+if not plan:rule_kind("/tmp") then
+  plan:tmpfs("/tmp")
+end
+
+-- ★ Hidden (present but empty): the caller's home, other homes, the host temp dir (when
+-- it is not /tmp, already a private tmpfs) and /run. Never "/" (a home of "/" would
+-- hide the whole host).
+for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/run" }) do
+  local link, real = symlinked(p)
+  if link then
+    if real ~= "/" and not plan:rule_kind(real) then
+      plan:hide(real, { optional = true, discovered = true })
+    end
+  elseif p ~= "/" and not plan:rule_kind(p) then
+    plan:hide(p, { optional = true })
+  end
+end
+-- /var/run is a symlink to /run on most hosts (hidden above); hide it only where it is
+-- a real directory.
+if host.realpath("/var/run") == "/var/run" and not plan:rule_kind("/var/run") then
+  plan:hide("/var/run", { optional = true, discovered = true })
+end
+
+-- ★ System secrets: unreadable and unwritable wherever they are visible.
+for _, p in ipairs({ "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d",
+                     "/etc/ssl/private", "/run/secrets" }) do
+  local link, real = symlinked(p)
+  if link then
+    plan:mask(real, { optional = true, discovered = true })
+  else
+    plan:mask(p, { optional = true })
+  end
+end
+-- Their siblings on this host: /etc/sudoers.dpkg-old, /etc/shadow- (backup), ...
+for _, prefix in ipairs({ "sudoers", "shadow", "gshadow" }) do
+  for _, p in ipairs(host.glob_prefix("/etc", prefix)) do
+    if not symlinked(p) and plan:rule_kind(p) ~= "mask" then
+      plan:mask(p, { optional = true, discovered = true })
+    end
+  end
+end
+
+-- Credentials below the home (the original's 33 entries): hidden with the home
+-- already, and masked again in case a derived policy re-exposes part of the home.
+-- Missing ones are skipped by the backend; canonical forms of symlinked ones are
+-- masked too.
+for _, rel in ipairs(credentials.home_relative) do
+  local p = path.join(ctx.home, rel)
+  plan:mask(p, { optional = true })
+  local link, real = symlinked(p)
+  if link then
+    plan:mask(real, { optional = true, discovered = true })
+  end
+end
+-- Credentials named by the host environment ($CODEX_HOME/auth.json, $CARGO_HOME/...).
+for _, p in ipairs(credentials.env_configured(ctx.env)) do
+  local link, real = symlinked(p)
+  plan:mask(link and real or p, { optional = true, discovered = true })
+end
+-- Secret files at the top of the workspace (`.env*` are found by the scan below).
+for _, rel in ipairs(credentials.workspace_relative) do
+  plan:mask(path.join(ctx.workspace, rel), { optional = true })
+end
+
+-- Re-exposed read-only: PATH directories and toolchain roots, so offline toolchains
+-- keep working under the hidden home. Credential files inside them stay masked (masks
+-- apply last). Skipped: anything already declared (a hidden root itself is never
+-- re-exposed whole), the host root, and directories inside the workspace or scratch
+-- (visible and writable already).
+local function reexposable(dir)
+  return dir ~= "/" and not plan:rule_kind(dir) and not path.within(dir, ctx.workspace)
+    and not path.within(dir, ctx.scratch)
+end
+for _, dir in ipairs(ctx.path_dirs) do
+  if reexposable(dir) then
+    plan:read_only(dir, { optional = true, discovered = true })
+  end
+end
+for _, dir in ipairs(toolchains.roots(ctx)) do
+  if reexposable(dir) then
+    plan:read_only(dir, { optional = true, discovered = true })
+  end
+end
+
+---------------------------------------------------------------- workspace scan
+-- Protected (read-only) top-level entries, matched case-insensitively; missing ones
+-- are pinned with placeholders for the run.
+plan:protect_names{
+  dirs = { ".git", ".a3s", ".agents", ".codex", ".claude", ".vscode", ".idea" },
+  files = { ".gitmodules", ".mcp.json", ".ripgreprc", ".bashrc", ".bash_profile", ".zshrc",
+            ".zprofile", ".profile" },
+}
+-- Every `.env*` entry anywhere in the workspace is a secret ...
+plan:secret_prefix(".env")
+-- ... except inside these directories, which the scan does not enter for secrets or
+-- hard links (package stores are only searched for aliases of credential inodes).
+plan:scan_skip{ ".git", "node_modules", "target" }
+
+---------------------------------------------------------------- environment
+-- Start empty; copy the safe keys and LC_*; overlay the request's explicit env; strip;
+-- then re-home (engine/env.c applies the steps in this order).
+plan:env_keep(envlists.safe_keys)
+plan:env_keep_prefix(envlists.keep_prefixes)
+plan:env_strip(envlists.bootstrap)
+plan:env_strip(envlists.proxies)
+plan:env_strip(envlists.mediator)
+plan:env_strip(envlists.injection) -- ★
+plan:env_strip_prefix(envlists.strip_prefixes) -- ★ except LUA_INIT_
+for _, name in ipairs(envlists.rehome) do
+  plan:env_set(name, ctx.scratch)
+end
+
+---------------------------------------------------------------- limits
+plan:limits{
+  timeout_ms = 120000, -- deadline ceiling: 120 s
+  output_bytes = 102400, -- one global head+tail capture budget: 100 KiB
+  nofile = 1024, -- RLIMIT_NOFILE
+  core_bytes = 0, -- no core dumps
+  scan_depth = 64, -- workspace scan: depth and entries, both fail closed
+  scan_entries = 1000000,
+}
+
+return plan

@@ -1,0 +1,107 @@
+-- lib/credentials.lua: where credentials live (reference §2.4). Data and pure lookups
+-- only: baseline.lua declares the rules, so every rule's provenance names that file.
+
+local path = require "lib.path"
+
+local M = {}
+
+-- Home-relative credential files and directories (the original's 33 entries).
+M.home_relative = {
+  ".ssh",
+  ".gnupg",
+  ".aws",
+  ".azure",
+  ".kube",
+  ".docker",
+  ".config/gcloud",
+  ".config/gh",
+  ".netrc",
+  ".npmrc",
+  ".pypirc",
+  ".cargo/credentials",
+  ".cargo/credentials.toml",
+  ".codex/auth.json",
+  ".claude/.credentials.json",
+  ".claude.json",
+  ".git-credentials",
+  ".config/git/credentials",
+  ".workbuddy",
+  ".workbuddy-ai",
+  "credentials/kimi-code.json",
+  ".kimi-code/credentials/kimi-code.json",
+  ".kimi/credentials/kimi-code.json",
+  ".config/kimi-desktop/daimon-share",
+  "Library/Application Support/kimi-desktop/daimon-share",
+  ".config/opencode/auth.json",
+  ".local/share/opencode/auth.json",
+  ".gemini/oauth_creds.json",
+  ".terraform.d/credentials.tfrc.json",
+  ".local/share/keyrings",
+  ".password-store",
+  ".a3s/os-auth.json",
+  "Library/Keychains",
+}
+
+-- Files below a directory named by an environment variable.
+M.env_files = {
+  { var = "CODEX_HOME", file = "auth.json" },
+  { var = "CLAUDE_CONFIG_DIR", file = ".credentials.json" },
+  { var = "CARGO_HOME", file = "credentials" },
+  { var = "CARGO_HOME", file = "credentials.toml" },
+  { var = "A3S_KIMI_HOME", file = "credentials/kimi-code.json" },
+  { var = "KIMI_CODE_HOME", file = "credentials/kimi-code.json" },
+  { var = "KIMI_SHARE_DIR", file = "credentials/kimi-code.json" },
+}
+
+-- Whole directories named by an environment variable.
+M.env_dirs = {
+  "A3S_KIMI_DESKTOP_HOME",
+  "KIMI_DESKTOP_HOME",
+  "WORKBUDDY_CONFIG_DIR",
+  "CODEBUDDY_CONFIG_DIR",
+}
+
+-- Workspace-relative secret files. The original's `.env`, `.env.local`,
+-- `.env.development`, `.env.production` and `.env.test` are not listed: the ".env"
+-- secret prefix already masks every `.env*` entry of the workspace (found by the scan).
+M.workspace_relative = {
+  ".netrc",
+  ".npmrc",
+  ".pypirc",
+  ".git-credentials",
+  ".a3s/os-auth.json",
+  ".codex/auth.json",
+  ".claude/.credentials.json",
+  ".claude.json",
+}
+
+-- The directory an environment value names, as a clean absolute path: only for a
+-- non-empty absolute value; ".." is resolved on the host (nil when it does not exist).
+local function env_dir(env, var)
+  local v = env[var]
+  if type(v) ~= "string" or v:sub(1, 1) ~= "/" then
+    return nil
+  end
+  return path.clean(v) or a3s.host.realpath(v)
+end
+
+-- The env-configured credential paths for this host environment (a list of clean
+-- absolute paths, in the order of the tables above).
+function M.env_configured(env)
+  local out = {}
+  for _, e in ipairs(M.env_files) do
+    local dir = env_dir(env, e.var)
+    if dir then
+      out[#out + 1] = path.join(dir, e.file)
+    end
+  end
+  for _, var in ipairs(M.env_dirs) do
+    local dir = env_dir(env, var)
+    if dir then
+      out[#out + 1] = dir
+    end
+  end
+  return out
+end
+
+return M
