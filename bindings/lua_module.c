@@ -251,6 +251,7 @@ static int l_exec(lua_State *L)
 {
     static const char *const keys[] = {"timeout", "env", "stdin", "on_output", NULL};
     a3s_sandbox *sb = check_sb(L);
+    lua_settop(L, 3); /* slot 3 is the options table (or nil); scratch values go above */
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
     int cmd_type = lua_type(L, 2);
     const char **argv = NULL;

@@ -800,7 +800,7 @@ static int m_secret_prefix(lua_State *L)
     return 1;
 }
 
-/* plan:env_set(name, value) -> plan. [-3, +1, v] */
+/* plan:env_set(name, value [, { discovered = bool }]) -> plan. [-(3|4), +1, v] */
 static int m_env_set(lua_State *L)
 {
     a3s_plan *p = check_plan(L);
@@ -808,6 +808,10 @@ static int m_env_set(lua_State *L)
     const char *name = check_str(L, 2, &nl);
     const char *value = check_str(L, 3, &vl);
     luaL_argcheck(L, nl > 0, 2, "empty name");
+    fs_opts o;
+    check_fs_opts(L, 4, "env_set", &o);
+    if (o.optional)
+        luaL_error(L, "env_set: option 'optional' does not apply to environment values");
     const char *file;
     int line;
     caller_prov(L, &file, &line);
@@ -815,6 +819,7 @@ static int m_env_set(lua_State *L)
     a3s_error e;
     if (a3s_plan_env_set(p, name, value, file, line, &e) < 0)
         return raise_plan_error(L, &e);
+    p->env.set[p->env.nset - 1].discovered = o.discovered;
     lua_settop(L, 1);
     return 1;
 }

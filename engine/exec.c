@@ -286,6 +286,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     size_t in_off = 0;
     char status_buf[1024];
     size_t status_len = 0;
+    char launch_buf[64];
+    size_t launch_len = 0;
     int started_fd = l->started_fd, status_fd = l->status_fd;
     bool exited = false, killed = false;
     unsigned long long exit_ms = 0;
@@ -344,15 +346,26 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         if (pr == 0)
             continue;
 
-        /* The started byte first: it precedes any output of the command. */
+        /* The launcher's pipe first: "S" precedes any output of the command. */
         if (idx_s >= 0 && (pf[idx_s].revents & (POLLIN | POLLHUP | POLLERR))) {
-            char c;
-            ssize_t r = read(started_fd, &c, 1);
-            if (r == 1)
-                o->started = true;
-            /* One byte is all we need; EOF means the wrapper never got to write it. */
-            if (r >= 0 || errno != EINTR)
+            ssize_t r = read(started_fd, launch_buf + launch_len,
+                             sizeof launch_buf - 1 - launch_len);
+            if (r > 0) {
+                launch_len += (size_t)r;
+                launch_buf[launch_len] = '\0';
+                if (launch_buf[0] == 'S')
+                    o->started = true;
+                char *x = launch_len > 1 ? strchr(launch_buf + 1, 'X') : NULL;
+                char *end = x ? strchr(x, '\n') : NULL;
+                if (x && end) {
+                    o->has_command_status = true;
+                    o->command_status = atoi(x + 1);
+                }
+                if (launch_len == sizeof launch_buf - 1)
+                    started_fd = -1; /* more than the protocol ever sends: stop listening */
+            } else if (r == 0 || errno != EINTR) {
                 started_fd = -1;
+            }
         }
         for (int s = 0; s < 2; s++) {
             int idx = s == 0 ? idx_out : idx_err;

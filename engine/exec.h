@@ -28,7 +28,7 @@ typedef struct a3s_launch {
     int stdin_fd;           /* >= 0: becomes the child's stdin */
     const char *stdin_data; /* when stdin_fd < 0: fed through a pipe; NULL: /dev/null */
     size_t stdin_len;
-    int started_fd; /* read end of the "command started" pipe, or -1 */
+    int started_fd; /* read end of the launcher's pipe ("S", then "X<status>\n"), or -1 */
     int status_fd;  /* read end of bwrap's --json-status-fd pipe, or -1 */
     int64_t timeout_ms;
     size_t output_budget;
@@ -46,6 +46,10 @@ typedef struct a3s_outcome {
     bool started;       /* the "command started" byte arrived */
     bool ns_started;    /* bwrap reported "child-pid" (namespaces were created) */
     int reported_exit;  /* bwrap's "exit-code", or -1 */
+    /* The command's exact wait status as the launcher reported it on the started pipe
+     * ("S" at start, then "X<status>\n" after waiting), when it did. */
+    bool has_command_status;
+    int command_status;
     /* What the launcher wrote before the started byte (when started_fd is used), e.g.
      * bwrap's own error message; NUL-terminated, truncated to fit. */
     char setup_diag[4096];

@@ -857,6 +857,8 @@ static json_t *canon_env(const a3s_plan *p)
         oset(o, "strip_prefix", canon_names(&ep->strip_prefix)) < 0)
         goto fail;
     for (size_t i = 0; i < ep->nset; i++) {
+        if (ep->set[i].discovered)
+            continue; /* host-derived, like discovered fs rules */
         json_t *pair = json_array();
         bool ok = apush(pair, jtext(ep->set[i].name)) == 0 &&
                   apush(pair, jsymbolic_value(p, ep->set[i].value)) == 0;
@@ -1022,6 +1024,7 @@ static json_t *full_env(const a3s_env_plan *ep)
         json_t *kv = json_object();
         bool ok = oset(kv, "name", jtext(ep->set[i].name)) == 0 &&
                   oset(kv, "value", jtext(ep->set[i].value)) == 0 &&
+                  oset(kv, "discovered", json_boolean(ep->set[i].discovered)) == 0 &&
                   oset(kv, "from", jprov(&ep->set[i].prov)) == 0;
         if (push_built(set, kv, ok) < 0)
             goto fail;

@@ -45,6 +45,7 @@ typedef struct a3s_fs_rule {
 
 typedef struct a3s_kv {
     char *name, *value;
+    bool discovered; /* derived from host facts: excluded from the digest */
     a3s_prov prov;
 } a3s_kv;
 

@@ -271,12 +271,15 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     int brc = a3s_bwrap_resolve_exe(bw, sb->workspace, "bubblewrap", &sb->bwrap, &berr);
     if (a3s_bwrap_resolve_exe("/bin/bash", sb->workspace, "trusted bash", &sb->shell, err) < 0)
         goto fail;
-    /* The launcher is an optimisation of the argv form: without it, bash does the job. */
-    a3s_error lerr;
-    if (a3s_bwrap_resolve_exe(A3S_LAUNCH_INSTALL_PATH, sb->workspace, "launcher",
-                              &sb->launcher, &lerr) < 0)
-        (void)a3s_bwrap_resolve_exe(A3S_LAUNCH_BUILD_PATH, sb->workspace, "launcher",
-                                    &sb->launcher, &lerr);
+    /* The in-sandbox launcher: $A3S_SANDBOX_LAUNCHER, else the installed one, else the
+     * one of the build tree. Like bwrap, never from inside the workspace. */
+    const char *ln = host_getenv(sb, "A3S_SANDBOX_LAUNCHER");
+    if (!ln || !*ln)
+        ln = access(A3S_LAUNCH_INSTALL_PATH, X_OK) == 0 ? A3S_LAUNCH_INSTALL_PATH
+                                                         : A3S_LAUNCH_BUILD_PATH;
+    if (brc == 0 &&
+        a3s_bwrap_resolve_exe(ln, sb->workspace, "sandbox launcher", &sb->launcher, &berr) < 0)
+        brc = -1;
     if (brc == 0 && opts->allow_process_host && quick_probe(sb, &berr) < 0)
         brc = -1;
     if (brc < 0) {
@@ -436,15 +439,18 @@ static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o
     r->total_bytes = a3s_capture_total(o->cap);
     r->captured_bytes = a3s_capture_captured(o->cap);
     r->duration_ms = o->duration_ms;
+    /* The launcher reports the command's own wait status; without it (process-host, or
+     * a command that killed its launcher) bwrap's status is all there is. */
+    int status = o->has_command_status ? o->command_status : o->wait_status;
     if (o->timed_out) {
         r->has_signal = true;
         r->signal = 9;
-    } else if (WIFEXITED(o->wait_status)) {
+    } else if (WIFEXITED(status)) {
         r->has_exit_code = true;
-        r->exit_code = WEXITSTATUS(o->wait_status);
-    } else if (WIFSIGNALED(o->wait_status)) {
+        r->exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
         r->has_signal = true;
-        r->signal = WTERMSIG(o->wait_status);
+        r->signal = WTERMSIG(status);
     }
     snprintf(r->policy, sizeof r->policy, "%s", pp->plan->name);
     memcpy(r->policy_digest, pp->digest, sizeof r->policy_digest);
@@ -655,9 +661,10 @@ static int run_probe(a3s_sandbox *sb, a3s_error *err)
     req.argv = argv;
     req.timeout_ms = PROBE_TIMEOUT_MS;
     a3s_result r;
-    int rc = a3s_sandbox_exec(sb, &req, &r, err);
+    a3s_error xerr = {0};
+    int rc = a3s_sandbox_exec(sb, &req, &r, &xerr);
     if (rc != A3S_OK)
-        return a3s_fail(err, rc, "sandbox probe failed: %s", err ? err->msg : "");
+        return a3s_fail(err, rc, "sandbox probe failed: %s", xerr.msg);
     bool good = r.has_exit_code && r.exit_code == 0 && !r.timed_out &&
                 strcmp(r.stdout_text, PROBE_MARKER) == 0;
     if (!good)

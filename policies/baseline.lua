@@ -189,6 +189,14 @@ plan:env_strip_prefix(envlists.strip_prefixes) -- ★ except LUA_INIT_
 for _, name in ipairs(envlists.rehome) do
   plan:env_set(name, ctx.scratch)
 end
+-- HOME now points at the scratch dir: toolchains that find their state through HOME
+-- (rustup, cargo) are pointed at their re-exposed, read-only default roots instead.
+for _, t in ipairs{ { "RUSTUP_HOME", ".rustup" }, { "CARGO_HOME", ".cargo" } } do
+  local var, root = t[1], ctx.home .. "/" .. t[2]
+  if (ctx.env[var] or "") == "" and a3s.host.is_dir(root) then
+    plan:env_set(var, root, { discovered = true })
+  end
+end
 
 ---------------------------------------------------------------- limits
 plan:limits{

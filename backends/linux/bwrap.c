@@ -239,10 +239,6 @@ static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
     return rc;
 }
 
-/* The wrapper announces "started" on fd 3 once bwrap's setup is complete (anything
- * failing before that is the sandbox's failure, exit 125), then closes our fds so the
- * command inherits only 0-2, then runs the command. */
-#define WRAP_PREFIX "printf S >&3; exec 3>&- 4>&-"
 
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
                          a3s_strv *out, a3s_strv *cmd_out, a3s_error *err)
@@ -265,11 +261,14 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     push3(&b, "--ro-bind", "/", "/");
     push3(&b, "--dev", "/dev", NULL);
     push3(&b, "--proc", "/proc", NULL);
+    /* The command maps to the caller's uid; for a root caller that is the host's root, and
+     * procfs checks many host-global knobs (/proc/sys, sysrq-trigger) by uid alone. */
+    push3(&b, "--remount-ro", "/proc", NULL);
     if (build_mounts(&b, p, err) < 0)
         goto fail;
     /* The launcher must be reachable inside even when it lives under a hidden root (a
      * build tree in HOME): bind the one file read-only. */
-    if (cmd->argv && cmd->launcher && hidden_kind(covering(&b, cmd->launcher)))
+    if (hidden_kind(covering(&b, cmd->launcher)))
         push3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
     /* Hidden directories become read-only last, once nothing more is mounted inside. */
     for (size_t i = b.nremount; i-- > 0;)
@@ -295,29 +294,15 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     /* bwrap reads only options from --args: the command goes on the real argv. */
     builder c = {.out = cmd_out};
     push(&c, "--");
-    if (cmd->argv && cmd->launcher) {
-        push(&c, cmd->launcher);
-        for (size_t i = 0; cmd->argv[i]; i++)
-            push(&c, cmd->argv[i]);
-        goto done;
-    }
-    push(&c, cmd->shell);
-    push(&c, "-c");
+    push(&c, cmd->launcher);
     if (cmd->argv) {
-        push(&c, WRAP_PREFIX "; exec \"$@\"");
-        push(&c, "a3s-sandbox");
         for (size_t i = 0; cmd->argv[i]; i++)
             push(&c, cmd->argv[i]);
     } else {
-        char *s = NULL;
-        if (asprintf(&s, WRAP_PREFIX "\n%s", cmd->shell_command) < 0) {
-            c.failed = 1;
-        } else {
-            push(&c, s);
-            free(s);
-        }
+        push(&c, cmd->shell);
+        push(&c, "-c");
+        push(&c, cmd->shell_command);
     }
-done:
     b.failed |= c.failed;
     if (b.failed) {
         a3s_fail(err, A3S_ERR_INTERNAL, "building the bwrap arguments: out of memory");

@@ -8,7 +8,7 @@
 #include "util.h"
 
 /* Fixed fd numbers inside the launched bwrap process. */
-#define A3S_FD_STARTED 3 /* "command started" pipe, closed by the wrapper before exec */
+#define A3S_FD_STARTED 3 /* launcher pipe: "S" when set up, "X<status>" at the end */
 #define A3S_FD_STATUS 4  /* bwrap --json-status-fd */
 #define A3S_FD_ARGS 5    /* bwrap --args */
 #define A3S_FD_SECCOMP 6 /* bwrap --seccomp */
@@ -17,7 +17,7 @@ typedef struct a3s_bwrap_cmd {
     char *const *argv;         /* argv form, or NULL */
     const char *shell_command; /* bash -c form, or NULL */
     const char *shell;         /* trusted bash, absolute */
-    const char *launcher;      /* a3s-sandbox-launch for the argv form, or NULL (bash) */
+    const char *launcher;      /* a3s-sandbox-launch: always the first program inside */
 } a3s_bwrap_cmd;
 
 /* Resolve and vet a trusted executable: absolute after canonicalization, a regular file

@@ -3,7 +3,8 @@
 set -uo pipefail
 A3S=${A3S_CLI:?A3S_CLI must point at the a3s-sandbox binary}
 _fails=0 _n=0
-_tmp_roots=()
+# tmpdir is usually called as $(tmpdir), in a subshell: record the dirs in a file.
+_tmp_list=$(mktemp "${TMPDIR:-/tmp}/a3s-spec-list-XXXXXX")
 
 pass() { _n=$((_n + 1)); echo "ok $_n - $*"; }
 fail() { _n=$((_n + 1)); _fails=$((_fails + 1)); echo "not ok $_n - $*"; }
@@ -18,8 +19,12 @@ skip_all() {
   exit 77
 }
 
-tmpdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/a3s-spec-XXXXXX"); _tmp_roots+=("$d"); echo "$d"; }
-cleanup() { for d in "${_tmp_roots[@]}"; do chmod -R u+rwX "$d" 2>/dev/null; rm -rf "$d"; done; }
+tmpdir() { local d; d=$(mktemp -d "${TMPDIR:-/tmp}/a3s-spec-XXXXXX"); echo "$d" >>"$_tmp_list"; echo "$d"; }
+cleanup() {
+  local d
+  while IFS= read -r d; do chmod -R u+rwX "$d" 2>/dev/null; rm -rf "$d"; done <"$_tmp_list"
+  rm -f "$_tmp_list"
+}
 trap cleanup EXIT
 
 # Runs the CLI; sets OUT, ERR, RC.

@@ -24,6 +24,7 @@ id a3s-test >/dev/null 2>&1 || skip "user a3s-test is missing (scripts/test.sh c
 stage=$(mktemp -d /tmp/a3s-unpriv-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 cp "$A3S_CLI" "$stage/a3s-sandbox"
+cp "$(dirname "$A3S_CLI")/a3s-sandbox-launch" "$stage/a3s-sandbox-launch"
 cp -r "$A3S_SOURCE_DIR/policies" "$stage/policies"
 cp -r "$A3S_SOURCE_DIR/spec" "$stage/spec"
 chmod -R a+rX "$stage"
@@ -33,4 +34,5 @@ spec_copy="$stage/spec/cli/$(basename "$spec")"
 exec runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
   HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
   A3S_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
+  A3S_SANDBOX_LAUNCHER="$stage/a3s-sandbox-launch" \
   A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_UNPRIV=1 bash "$spec_copy"

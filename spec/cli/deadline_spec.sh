@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Deadlines and process-tree teardown (reference §6.12): a deadline kills the whole tree
+# (exit 124, timed_out, a "deadline" denial), a normal exit leaves nothing running (plain
+# background jobs, setsid, double fork, nohup), the CLI returns as soon as the command
+# exits, and no sandboxed process survives the CLI.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+command -v python3 >/dev/null || skip_all "python3 is needed to read the JSON result"
+
+now_ns() { date +%s%N; }
+elapsed_ms() { echo $((($(now_ns) - $1) / 1000000)); }
+# JSON field of $OUT as compact JSON text (strings unquoted).
+jv() { python3 -c 'import json,sys
+d = json.loads(sys.stdin.read()); v = eval(sys.argv[1], {"d": d})
+print(v if isinstance(v, str) else json.dumps(v))' "$1" <<<"$OUT"; }
+lt() { [ "$1" -lt "$2" ] || { echo "#   $1 is not < $2"; return 1; }; }
+# Processes on the host whose command line contains $1 (pgrep excludes itself).
+host_procs() { pgrep -f -- "$1" | tr '\n' ' '; }
+
+ws=$(tmpdir)
+
+# --- deadline: the tree is killed, including background descendants ------------------
+t0=$(now_ns)
+run_cli -w "$ws" --json -t 0.05 -c '(sleep 0.30; touch timeout-leak) & wait'
+ms=$(elapsed_ms "$t0")
+check "deadline: exit 124" eq "$RC" 124
+check "deadline: timed_out true" eq "$(jv 'd["timed_out"]')" true
+check "deadline: exit_code null" eq "$(jv 'd["exit_code"]')" null
+check "deadline: a deadline denial is recorded" eq \
+  "$(jv 'any(x.get("kind") == "deadline" for x in d["denials"])')" true
+check "deadline: the CLI returned promptly (${ms} ms)" lt "$ms" 1000
+sleep 0.6
+check "deadline: background descendant never ran (timeout-leak absent)" test ! -e "$ws/timeout-leak"
+
+# Without --json: same status, a message on stderr, nothing on stdout.
+run_cli -w "$ws" -t 0.05 -c 'sleep 3; echo late'
+check "deadline (plain): exit 124" eq "$RC" 124
+check "deadline (plain): says it timed out" contains "$ERR" "timed out"
+check "deadline (plain): no output from after the deadline" not_contains "$OUT" "late"
+
+# The deadline also covers a command that closed its output streams.
+run_cli -w "$ws" -t 0.05 -c 'exec 1>&- 2>&-; sleep 0.30; touch timeout-leak2'
+check "deadline with closed streams: exit 124" eq "$RC" 124
+# The scratch dir goes even on timeout.
+run_cli -w "$ws" --json -t 0.3 -c 'printf %s "$HOME"; sleep 5'
+check "deadline (scratch): exit 124" eq "$RC" 124
+scratch=$(jv 'd["stdout"]')
+check "deadline (scratch): HOME was reported" test -n "$scratch"
+check "deadline (scratch): scratch dir removed on the host" test ! -e "$scratch"
+sleep 0.4
+check "deadline with closed streams: timeout-leak2 absent" test ! -e "$ws/timeout-leak2"
+
+# The policy's ceiling caps a longer request.
+pol=$(tmpdir)
+printf 'local plan = a3s.extend("baseline", "short-deadline")\nplan:limits{ timeout_ms = 200 }\nreturn plan\n' >"$pol/short.lua"
+t0=$(now_ns)
+run_cli -w "$ws" -p "$pol/short.lua" --json -t 30 -c 'sleep 5; touch ceiling-leak'
+ms=$(elapsed_ms "$t0")
+check "policy ceiling: exit 124" eq "$RC" 124
+check "policy ceiling: timed_out" eq "$(jv 'd["timed_out"]')" true
+check "policy ceiling: policy name reported" eq "$(jv 'd["policy"]')" short-deadline
+check "policy ceiling: deadline denial carries the 200 ms limit" eq \
+  "$(jv '[x.get("limit_ms") for x in d["denials"] if x.get("kind") == "deadline"]')" '[200]'
+check "policy ceiling: killed well before the 5 s sleep (${ms} ms)" lt "$ms" 2500
+check "policy ceiling: nothing after the sleep ran" test ! -e "$ws/ceiling-leak"
+
+# --- normal exit leaves nothing behind --------------------------------------------------
+cmds=(
+  '(sleep 0.5; touch bg-leak) & exit 0'
+  "setsid sh -c 'sleep 0.5; touch setsid-leak' &"
+  '( (sleep 0.5; touch df-leak) & ) ; exit 0'
+  "nohup sh -c 'sleep 0.5; touch nohup-leak' >/dev/null 2>&1 &"
+  "( trap '' HUP TERM INT; exec 0<&- 1>&- 2>&-; setsid sh -c 'trap \"\" HUP TERM; sleep 0.5; touch detached-leak' & ) ; exit 0"
+)
+leaks=(bg-leak setsid-leak df-leak nohup-leak detached-leak)
+
+# Control: on the host (no sandbox) each of these does leave its file behind.
+ctl=$(tmpdir)
+for c in "${cmds[@]}"; do (cd "$ctl" && bash -c "$c" >/dev/null 2>&1 </dev/null); done
+for i in "${!cmds[@]}"; do
+  run_cli -w "$ws" -c "${cmds[$i]}"
+  check "normal exit: '${leaks[$i]}' command exits 0" eq "$RC" 0
+done
+sleep 1.0
+for l in "${leaks[@]}"; do
+  check "control: '$l' is created without the sandbox" test -e "$ctl/$l"
+  check "normal exit: $l absent on the host after 1 s" test ! -e "$ws/$l"
+done
+
+ws2=$(tmpdir)
+for i in "${!cmds[@]}"; do
+  t0=$(now_ns)
+  run_cli -w "$ws2" -c "${cmds[$i]}"
+  ms=$(elapsed_ms "$t0")
+  check "normal exit: CLI returned promptly for '${leaks[$i]}' (${ms} ms < 450)" lt "$ms" 450
+done
+sleep 1.0
+for l in "${leaks[@]}"; do
+  check "normal exit (second round): $l absent" test ! -e "$ws2/$l"
+done
+
+# --- no sandboxed process is visible on the host after the CLI returns ---------------
+marker="sleep 7.123$$"
+check "no stray marker before the test" eq "$(host_procs "$marker")" ""
+# Control: pgrep does find such a process when it runs on the host.
+sleep "7.123$$" &
+ctl_pid=$!
+sleep 0.1
+check "control: pgrep sees a host process with the marker" contains "$(host_procs "$marker")" "$ctl_pid"
+kill "$ctl_pid" 2>/dev/null
+wait "$ctl_pid" 2>/dev/null
+
+run_cli -w "$ws" -c "$marker & exit 0"
+check "background marker: exit 0" eq "$RC" 0
+check "background marker: no process left on the host" eq "$(host_procs "$marker")" ""
+run_cli -w "$ws" -c "setsid $marker </dev/null >/dev/null 2>&1 & disown; exit 0"
+check "setsid marker: no process left on the host" eq "$(host_procs "$marker")" ""
+run_cli -w "$ws" -t 0.2 -c "$marker & wait"
+check "timed-out marker: exit 124" eq "$RC" 124
+check "timed-out marker: no process left on the host" eq "$(host_procs "$marker")" ""
+
+finish

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Credentials and secret files (reference §6.5, SPEC §5 "Credentials and secrets" and
+# "Always hidden"): workspace .env* files anywhere (except in .git/node_modules/target)
+# are unreadable and unwritable; the caller's HOME, /root, /home, /run and the host temp
+# dir are empty inside; /etc/shadow cannot be read. Canaries must never reach output.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+
+# lib.sh's tmpdir registers its dir for cleanup inside the $(...) subshell, which the
+# EXIT trap never sees; register it in this shell instead.
+mkdir_tmp() { local d; d=$(tmpdir) || exit 1; _tmp_roots+=("$d"); printf -v "$1" '%s' "$d"; }
+
+rnd() { head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+# Both streams of the last run, for "never printed anywhere" checks.
+both() { printf '%s\n%s' "$OUT" "$ERR"; }
+
+# --- workspace .env files ---------------------------------------------------------------
+mkdir_tmp ws
+secret="workspace-secret-$(rnd)"
+printf '%s' "$secret" >"$ws/.env"
+run_cli -w "$ws" -c 'cat .env'
+check "cat .env: non-zero" test "$RC" -ne 0
+check "cat .env: canary not in stdout/stderr" not_contains "$(both)" "$secret"
+run_cli -w "$ws" -c 'head -c 100 < .env; od -c .env; grep -r . .env; cp .env copy.txt; cat copy.txt'
+check "other ways to read .env: canary never printed" not_contains "$(both)" "$secret"
+check "other ways to read .env: no copy with the canary on the host" \
+  not_contains "$(cat "$ws/copy.txt" 2>/dev/null)" "$secret"
+run_cli -w "$ws" -c 'printf overwritten > .env'
+check "write .env: non-zero" test "$RC" -ne 0
+check "write .env: host content unchanged" eq "$(cat "$ws/.env")" "$secret"
+run_cli -w "$ws" -c 'rm -f .env; mv .env moved.env'
+check "rm/mv .env: non-zero" test "$RC" -ne 0
+check "rm/mv .env: still there, unchanged" eq "$(cat "$ws/.env" 2>&1)" "$secret"
+check "rm/mv .env: no moved copy" test ! -e "$ws/moved.env"
+run_cli -w "$ws" -c 'printf ordinary-ok > ordinary.txt && cat ordinary.txt'
+check "ordinary files next to .env still work" eq "$OUT" "ordinary-ok"
+
+# Nested and case-variant names anywhere in the source tree.
+nested="nested-secret-$(rnd)"
+mkdir -p "$ws/src/config" "$ws/deep/a/b/c"
+printf '%s' "$nested" >"$ws/src/config/.ENV.local"
+printf '%s' "$nested" >"$ws/deep/a/b/c/.env.production"
+printf '%s' "$nested" >"$ws/.Env.Secret"
+run_cli -w "$ws" -c 'cat src/config/.ENV.local'
+check "cat src/config/.ENV.local: non-zero" test "$RC" -ne 0
+check "cat src/config/.ENV.local: canary not printed" not_contains "$(both)" "$nested"
+run_cli -w "$ws" -c 'cat deep/a/b/c/.env.production; cat .Env.Secret'
+check "deeply nested .env.production and .Env.Secret: non-zero" test "$RC" -ne 0
+check "deeply nested .env.production and .Env.Secret: canary not printed" \
+  not_contains "$(both)" "$nested"
+# (restore .env in case an escape above removed it, so this check cannot pass vacuously)
+printf '%s' "$secret" >"$ws/.env"
+run_cli -w "$ws" -c 'grep -r . src deep . 2>/dev/null; true'
+check "grep -r over the workspace: no secret canary" not_contains "$(both)" "$nested"
+check "grep -r over the workspace: no .env canary" not_contains "$(both)" "$secret"
+
+# Package and build stores are not masked (their .env* files are ordinary files).
+mkdir -p "$ws/node_modules/pkg" "$ws/target/debug"
+printf 'node-modules-env' >"$ws/node_modules/pkg/.env.secret"
+printf 'target-env' >"$ws/target/debug/.env.secret"
+run_cli -w "$ws" -c 'cat node_modules/pkg/.env.secret; printf "|"; cat target/debug/.env.secret'
+check "node_modules/target .env.secret: readable (exit 0)" eq "$RC" 0
+check "node_modules/target .env.secret: contents" eq "$OUT" "node-modules-env|target-env"
+
+# --- the caller's HOME is hidden ---------------------------------------------------------
+mkdir_tmp fh
+hc="home-canary-$(rnd)"
+mkdir -p "$fh/.ssh" "$fh/.aws"
+printf '%s' "$hc" >"$fh/.ssh/id_rsa"
+printf '%s' "$hc" >"$fh/.aws/credentials"
+printf '%s' "$hc" >"$fh/.netrc"
+printf '%s' "$hc" >"$fh/notes.txt"
+HOME=$fh run_cli -w "$ws" -c "cat '$fh/.ssh/id_rsa' '$fh/.aws/credentials' '$fh/.netrc' '$fh/notes.txt'; ls -A '$fh/.ssh' '$fh/.aws'; printf '%s' \"\$HOME\""
+check "fake HOME: canary never printed" not_contains "$(both)" "$hc"
+check "fake HOME: HOME inside is not the caller's" not_contains "$OUT" "$fh"
+HOME=$fh run_cli -w "$ws" -c "ls -A '$fh'"
+check "fake HOME: ls -A prints nothing" eq "$OUT" ""
+HOME=$fh run_cli -w "$ws" -c 'cat ~/.netrc; ls -A ~'
+check "fake HOME via ~: canary never printed" not_contains "$(both)" "$hc"
+HOME=$fh run_cli -w "$ws" -c "find '$fh' -type f 2>/dev/null; true"
+check "fake HOME: find lists no file" eq "$OUT" ""
+
+# /root and /home are hidden whoever runs. The baseline re-exposes PATH dirs and
+# toolchain roots (~/.cargo, ~/.pyenv, ...) read-only, so first run with a clean
+# environment (a fake, empty HOME and a system PATH): then both must be empty.
+mkdir_tmp eh
+o=$(mktemp) e=$(mktemp)
+env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$eh" "$A3S" -w "$ws" \
+  -c 'ls -A /root; printf "|"; ls -A /home; printf "|"; ls -A /run' >"$o" 2>"$e" </dev/null
+RC=$? OUT=$(cat "$o") ERR=$(cat "$e")
+rm -f "$o" "$e"
+check "clean env: /root, /home and /run are empty inside" eq "$OUT" "||"
+if [ "$(id -u)" -eq 0 ]; then
+  check "clean env: ls of /root succeeds as root (a tmpfs, not a denial)" eq "$RC" 0
+  check "(host /root is not empty, so the check means something)" test -n "$(ls -A /root)"
+fi
+# With the caller's own environment, /root and /home may only show the mount points of
+# re-exposed toolchain roots and PATH dirs, never anything else of the host.
+allowed_re='^(\.pyenv|\.rbenv|\.nodenv|\.goenv|\.cargo|\.rustup|\.nvm|\.volta|\.bun|\.deno|go'
+IFS=: read -ra pdirs <<<"${PATH:-}"
+for d in "${pdirs[@]}"; do
+  case $d in /root/?* | /home/?*) allowed_re+="|$(cut -d/ -f3 <<<"$d" | sed 's/[.]/\\./g')" ;; esac
+done
+allowed_re+=')$'
+run_cli -w "$ws" -c 'ls -A /root'
+check "caller env: /root shows only toolchain mount points" \
+  eq "$(grep -vE "$allowed_re" <<<"$OUT")" ""
+run_cli -w "$ws" -c 'ls -A /root/.ssh /root/.bashrc /root/.profile 2>/dev/null; true'
+check "caller env: no /root dotfiles or .ssh visible" eq "$OUT" ""
+run_cli -w "$ws" -c 'ls -A /home'
+check "caller env: /home shows no user's home" \
+  eq "$(grep -vE "$allowed_re" <<<"$OUT")" ""
+run_cli -w "$ws" -c 'ls -A "/home/a3s-test" 2>/dev/null; ls -A /home/cloudsdk 2>/dev/null; true'
+check "caller env: no home directory content under /home" eq "$OUT" ""
+
+# System secrets.
+run_cli -w "$ws" -c 'cat /etc/shadow'
+check "cat /etc/shadow: non-zero" test "$RC" -ne 0
+check "cat /etc/shadow: no root: line" not_contains "$(both)" "root:"
+run_cli -w "$ws" -c 'cat /etc/gshadow'
+check "cat /etc/gshadow: no root: line" not_contains "$(both)" "root:"
+run_cli -w "$ws" -c 'cat /etc/passwd'
+check "/etc/passwd stays readable (the host root is visible read-only)" contains "$OUT" "root:"
+
+# /run is empty inside.
+run_cli -w "$ws" -c 'ls -A /run'
+check "/run is empty inside" eq "$OUT" ""
+run_cli -w "$ws" -c 'ls -A /var/run/ 2>/dev/null'
+check "/var/run is empty inside" eq "$OUT" ""
+
+# --- the host temp dir: /tmp inside is a fresh tmpfs --------------------------------------
+tc="tmp-canary-$(rnd)"
+tf=$(mktemp /tmp/a3s-tmp-canary-XXXXXX)
+_tmp_roots+=("$tf")
+printf '%s' "$tc" >"$tf"
+chmod 0644 "$tf"
+run_cli -w "$ws" -c "cat '$tf'; ls -A /tmp"
+check "host /tmp canary: not readable inside" not_contains "$(both)" "$tc"
+check "host /tmp canary: not listed inside" not_contains "$OUT" "$(basename "$tf")"
+run_cli -w "$ws" -c "printf shadowed > '$tf' && cat '$tf'"
+check "host /tmp canary: writing the same path inside works on the private /tmp" eq "$OUT" "shadowed"
+check "host /tmp canary: the host file is unchanged" eq "$(cat "$tf")" "$tc"
+
+finish
