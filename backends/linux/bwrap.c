@@ -322,12 +322,27 @@ int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err)
     int fd = memfd_create("a3s-bwrap-args", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "bwrap arguments: memfd_create");
+    /* One write: the vector is assembled in memory first. */
+    size_t total = 0;
+    for (size_t i = 0; i < args->n; i++)
+        total += strlen(args->v[i]) + 1;
+    char *buf = malloc(total ? total : 1);
+    if (!buf) {
+        close(fd);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "bwrap arguments: out of memory");
+    }
+    size_t off = 0;
     for (size_t i = 0; i < args->n; i++) {
-        if (a3s_write_all(fd, args->v[i], strlen(args->v[i]) + 1) < 0) {
-            int e = errno;
-            close(fd);
-            return a3s_fail_errno(err, A3S_ERR_SETUP, e, "bwrap arguments: write");
-        }
+        size_t n = strlen(args->v[i]) + 1;
+        memcpy(buf + off, args->v[i], n);
+        off += n;
+    }
+    int wrc = a3s_write_all(fd, buf, total);
+    int werr = errno;
+    free(buf);
+    if (wrc < 0) {
+        close(fd);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, werr, "bwrap arguments: write");
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
         lseek(fd, 0, SEEK_SET) < 0) {
