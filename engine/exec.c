@@ -293,9 +293,13 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     unsigned long long exit_ms = 0;
 
     for (;;) {
-        struct pollfd pf[7];
+        struct pollfd pf[8];
         int idx_out = -1, idx_err = -1, idx_pid = -1, idx_t = -1, idx_in = -1, idx_s = -1,
-            idx_st = -1, np = 0;
+            idx_st = -1, idx_c = -1, np = 0;
+        if (l->cancel_fd >= 0 && !killed) {
+            idx_c = np;
+            pf[np++] = (struct pollfd){l->cancel_fd, POLLIN, 0};
+        }
         if (out_p[0] >= 0) {
             idx_out = np;
             pf[np++] = (struct pollfd){out_p[0], POLLIN, 0};
@@ -414,6 +418,13 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                 in_off += (size_t)w;
             if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off >= l->stdin_len)
                 close_fd(&in_p[1]);
+        }
+        if (idx_c >= 0 && (pf[idx_c].revents & (POLLIN | POLLHUP | POLLERR))) {
+            o->aborted = true;
+            killed = true;
+            kill_tree(pid, pidfd);
+            if (exited)
+                exit_ms = a3s_now_ms();
         }
         if (idx_t >= 0 && (pf[idx_t].revents & POLLIN)) {
             killed = true;

@@ -36,13 +36,14 @@ typedef struct a3s_launch {
     int64_t core_bytes; /* RLIMIT_CORE, < 0: unchanged */
     a3s_output_fn on_output;
     void *output_ud;
+    int cancel_fd; /* >= 0: readable -> kill the tree, outcome.aborted (caller-owned) */
 } a3s_launch;
 
 typedef struct a3s_outcome {
     a3s_capture *cap;   /* owned by the caller after return (a3s_capture_free) */
     int wait_status;    /* of the top process (waitid-derived, as from waitpid) */
     bool timed_out;     /* the deadline killed the tree */
-    bool aborted;       /* the observer asked to stop; the tree was killed */
+    bool aborted;       /* the observer or cancel_fd asked to stop; the tree was killed */
     bool started;       /* the "command started" byte arrived */
     bool ns_started;    /* bwrap reported "child-pid" (namespaces were created) */
     int reported_exit;  /* bwrap's "exit-code", or -1 */

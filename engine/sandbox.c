@@ -506,6 +506,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .core_bytes = pp.plan->limits.core_bytes,
         .on_output = req->on_output,
         .output_ud = req->output_ud,
+        .cancel_fd = req->cancel_fd,
         .cwd = sb->workspace,
     };
     char *argv_buf[8];
@@ -588,7 +589,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     }
     if (o.aborted) {
         rc = A3S_ERR_ABORTED;
-        a3s_fail(err, rc, "the output observer stopped the command; the process tree was killed");
+        a3s_fail(err, rc, "the command was stopped by its caller; the process tree was killed");
         goto out;
     }
     if (fill_result(sb, &pp, &o, timeout_ms, r, err) < 0)

@@ -66,9 +66,11 @@ typedef struct a3s_exec_request {
     size_t stdin_len;
     a3s_output_fn on_output;
     void *output_ud;
+    int cancel_fd; /* >= 0: when it becomes readable (or hangs up), the tree is killed at
+                      once and the exec returns A3S_ERR_ABORTED (e.g. a signal self-pipe) */
 } a3s_exec_request;
 
-#define A3S_EXEC_REQUEST_INIT {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL}
+#define A3S_EXEC_REQUEST_INIT {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1}
 
 typedef struct a3s_result {
     /* Rendered captures (head, marker, tail), lossy UTF-8, NUL-terminated. */

@@ -200,6 +200,32 @@ static int fail(const char *what, const a3s_error *err)
     return EXIT_REFUSED;
 }
 
+/* Signals that end the CLI end the sandboxed tree first (through the library's cancel
+ * fd), so pins and the scratch dir are released instead of leaked. */
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    got_signal = sig;
+    (void)!write(sig_pipe[1], "s", 1);
+    errno = saved;
+}
+
+static void install_signal_pipe(void)
+{
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return; /* without it, the default actions apply (PDEATHSIG still kills the tree) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        (void)sigaction(sigs[i], &sa, NULL);
+}
+
 static int exit_status(const a3s_result *r)
 {
     if (r->timed_out)
@@ -287,9 +313,17 @@ int main(int argc, char **argv)
         req.stdin_fd = fcntl(0, F_GETFD) >= 0 ? 0 : -1;
         if (!c.json)
             req.on_output = on_output;
+        install_signal_pipe();
+        req.cancel_fd = sig_pipe[0];
         a3s_result r;
         if (a3s_sandbox_exec(sb, &req, &r, &err) != A3S_OK) {
-            rc = fail("run", &err);
+            if (got_signal) {
+                fprintf(stderr, "a3s-sandbox: interrupted by %s; the process tree was killed\n",
+                        strsignal(got_signal));
+                rc = 128 + got_signal;
+            } else {
+                rc = fail("run", &err);
+            }
         } else {
             if (c.json) {
                 char *s = a3s_result_json(&r);

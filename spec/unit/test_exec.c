@@ -31,7 +31,7 @@ static void sh(run *r, const char *script, int64_t timeout_ms, const char *stdin
         .path = "/bin/sh", .argv = argv, .envp = empty_env, .cwd = dir,
         .stdin_fd = -1, .stdin_data = stdin_data, .stdin_len = stdin_data ? strlen(stdin_data) : 0,
         .started_fd = -1, .status_fd = -1, .timeout_ms = timeout_ms, .output_budget = 102400,
-        .nofile = 256, .core_bytes = 0,
+        .nofile = 256, .core_bytes = 0, .cancel_fd = -1,
     };
     a3s_error err = {0};
     r->rc = a3s_exec_run(&l, &r->o, &err);
@@ -151,7 +151,8 @@ int main(void)
     a3s_launch l = {.path = "/bin/sh", .argv = argv, .envp = empty_env, .cwd = dir,
                     .stdin_fd = -1, .started_fd = -1, .status_fd = -1, .timeout_ms = 5000,
                     .output_budget = 1024, .nofile = -1, .core_bytes = -1,
-                    .on_output = abort_after_first, .output_ud = &calls};
+                    .on_output = abort_after_first, .output_ud = &calls,
+                    .cancel_fd = -1};
     a3s_error err = {0};
     t0 = a3s_now_ms();
     int rc = a3s_exec_run(&l, &r.o, &err);
@@ -166,7 +167,8 @@ int main(void)
     char *bad[] = {(char *)"/nonexistent/prog", NULL};
     a3s_launch lb = {.path = "/nonexistent/prog", .argv = bad, .envp = empty_env,
                      .stdin_fd = -1, .started_fd = -1, .status_fd = -1, .timeout_ms = 1000,
-                     .output_budget = 1024, .nofile = -1, .core_bytes = -1};
+                     .output_budget = 1024, .nofile = -1, .core_bytes = -1,
+                     .cancel_fd = -1};
     rc = a3s_exec_run(&lb, &r.o, &err);
     ok(rc < 0 && err.code == A3S_ERR_SETUP && strstr(err.msg, "/nonexistent/prog"),
        "exec failure is an error: %s", err.msg);
@@ -178,7 +180,8 @@ int main(void)
     char *kargv[] = {(char *)"/bin/sh", (char *)"-c", (char *)"echo via-fd-7 >&7", NULL};
     a3s_launch lk = {.path = "/bin/sh", .argv = kargv, .envp = empty_env, .stdin_fd = -1,
                      .started_fd = -1, .status_fd = -1, .timeout_ms = 5000,
-                     .output_budget = 1024, .nofile = -1, .core_bytes = -1};
+                     .output_budget = 1024, .nofile = -1, .core_bytes = -1,
+                     .cancel_fd = -1};
     lk.keep[0] = (a3s_fdmap){p[1], 7};
     lk.nkeep = 1;
     rc = a3s_exec_run(&lk, &r.o, &err);
@@ -188,6 +191,29 @@ int main(void)
     ok(fcntl(p[1], F_GETFD) < 0 && errno == EBADF, "keep fd consumed by a3s_exec_run");
     close(p[0]);
     a3s_capture_free(r.o.cap);
+
+    /* A readable cancel fd kills the tree at once (the CLI's signal self-pipe). */
+    int cp[2];
+    if (pipe2(cp, O_CLOEXEC) < 0)
+        return 1;
+    char *cargv[] = {(char *)"/bin/sh", (char *)"-c",
+                     (char *)"sleep 0.5; touch cancel-leak", NULL};
+    a3s_launch lc = {.path = "/bin/sh", .argv = cargv, .envp = empty_env, .cwd = dir,
+                     .stdin_fd = -1, .started_fd = -1, .status_fd = -1, .timeout_ms = 5000,
+                     .output_budget = 1024, .nofile = -1, .core_bytes = -1,
+                     .cancel_fd = cp[0]};
+    if (write(cp[1], "x", 1) != 1)
+        return 1;
+    t0 = a3s_now_ms();
+    rc = a3s_exec_run(&lc, &r.o, &err);
+    took = a3s_now_ms() - t0;
+    ok(rc == 0 && r.o.aborted && !r.o.timed_out, "cancel fd aborts the run");
+    ok(took < 400, "cancel is immediate (%llu ms)", took);
+    a3s_capture_free(r.o.cap);
+    close(cp[0]);
+    close(cp[1]);
+    sleep_ms(700);
+    ok(!exists_in_dir("cancel-leak"), "cancelled tree never ran on");
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -1,0 +1,40 @@
+/* Crash safety for what an execution leaves on the host: a per-user state directory that
+ * records, outside any workspace, what each live execution owns (workspace pins, see
+ * pin.h; scratch directories, here), so that a later run can remove what a run killed
+ * with SIGKILL left behind. Liveness is an open-file-description lock held by the owner
+ * for as long as it lives: the kernel drops it when the owner dies, however it dies, and
+ * it cannot be confused with another process that reuses the pid. */
+#ifndef A3S_STALE_H
+#define A3S_STALE_H
+
+#include <stdbool.h>
+
+#include "a3s_sandbox.h"
+#include "util.h"
+
+/* The directory holding the state directory: "/tmp" when it is a usable directory, so
+ * that every run finds the same state whatever its TMPDIR (runs with different TMPDIRs
+ * in one workspace must still see each other's pins); else tmp (the sandbox's host temp
+ * dir), or "/tmp" when tmp is NULL. Returns "/tmp" or tmp itself. */
+const char *a3s_stale_root(const char *tmp);
+
+/* Open <root>/a3s-sandbox-state-<euid>, creating it (0700) when create. Refuses
+ * (A3S_ERR_SETUP) a symbolic link, a non-directory, a directory owned by another user or
+ * writable by group or others. Returns the directory fd (O_CLOEXEC); -2 when !create and
+ * it does not exist (err untouched); -1 on failure with err filled. */
+int a3s_stale_state_open(const char *root, bool create, a3s_error *err);
+
+/* Record that this process owns the scratch directory `scratch` (an absolute path whose
+ * last component starts with "a3s-sandbox-") until a3s_stale_scratch_disown: a locked
+ * owner file in the state directory under root. */
+int a3s_stale_scratch_own(const char *root, const char *scratch, a3s_error *err);
+/* Drop the ownership record of `scratch` (call after removing the directory). Unknown
+ * paths and NULL are ignored. */
+void a3s_stale_scratch_disown(const char *scratch);
+
+/* Best effort: remove the scratch directories whose recorded owner is dead, with their
+ * records. Never touches a directory of a live owner, of another user, or one without a
+ * record. Reads only the state directory. */
+void a3s_stale_sweep(const char *root);
+
+#endif
