@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A workspace inside HOME: HOME stays hidden (siblings and credentials invisible), the
+# workspace itself is writable, and toolchains still work. Plus §6.19: overlapping and
+# repeated executions on one workspace stay isolated and stable.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+
+home=$(tmpdir)
+ws="$home/projects/app with space"
+mkdir -p "$ws" "$home/.ssh" "$home/other"
+canary="home-canary-$RANDOM$RANDOM"
+echo "$canary" >"$home/.ssh/id_ed25519"
+echo "$canary" >"$home/other/notes.txt"
+echo "$canary" >"$home/.netrc"
+echo original >"$ws/keep.txt"
+
+hrun() { local o e; o=$(mktemp) e=$(mktemp); HOME="$home" "$A3S" -w "$ws" "$@" >"$o" 2>"$e" </dev/null; RC=$?; OUT=$(cat "$o") ERR=$(cat "$e"); rm -f "$o" "$e"; }
+
+hrun -c 'printf written > out.txt; cat keep.txt'
+check "workspace under HOME: runs" eq "$RC" 0
+check "workspace under HOME: files readable" eq "$OUT" original
+check "workspace under HOME: writes land on the host" eq "$(cat "$ws/out.txt")" written
+
+hrun -c "cat '$home/.ssh/id_ed25519' '$home/other/notes.txt' '$home/.netrc'; ls -A '$home' '$home/projects'; true"
+check "siblings and credentials in HOME are invisible" not_contains "$OUT$ERR" "$canary"
+check "HOME shows only the path to the workspace" eq "$(echo "$OUT" | grep -c -E '^(\.ssh|other|\.netrc)$')" 0
+
+hrun -c "printf x > '$home/other/escape'; printf x > '$home/escape'"
+# (This fake HOME lives under /tmp, which is a private writable tmpfs inside: a write
+# there may succeed, but it must never reach the host.)
+check "no file created in HOME" test ! -e "$home/other/escape" -a ! -e "$home/escape"
+check "HOME canaries unchanged" eq "$(cat "$home/.ssh/id_ed25519" "$home/other/notes.txt")" "$canary
+$canary"
+
+hrun -- python3 -c 'print(6*7)'
+check "toolchains still work with the workspace in HOME" eq "$OUT" 42
+
+# §6.19: overlapping executions on one workspace keep their outputs apart.
+w2=$(tmpdir)
+o1=$(mktemp) o2=$(mktemp)
+"$A3S" -w "$w2" -c 'sleep 0.3; printf %s slow-done' >"$o1" 2>/dev/null </dev/null &
+p1=$!
+sleep 0.05
+"$A3S" -w "$w2" -c 'printf %s fast-done' >"$o2" 2>/dev/null </dev/null
+r2=$?
+wait $p1
+r1=$?
+check "overlapping: both exit 0" eq "$r1/$r2" "0/0"
+check "overlapping: outputs not mixed" eq "$(cat "$o1")|$(cat "$o2")" "slow-done|fast-done"
+
+pids=() outs=()
+for w in alpha bravo charlie; do
+  f=$(mktemp); outs+=("$f")
+  "$A3S" -w "$w2" -- printf %s "$w" >"$f" 2>/dev/null </dev/null &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+got=$(for f in "${outs[@]}"; do cat "$f"; echo; done | sort | tr '\n' ' ')
+check "three concurrent runs: outputs exactly the three words" eq "$got" "alpha bravo charlie "
+rm -f "$o1" "$o2" "${outs[@]}"
+
+rounds=${A3S_SOAK_ROUNDS:-64}
+fails=0
+for i in $(seq "$rounds"); do
+  out=$("$A3S" -w "$w2" -- printf %s soak-ok 2>/dev/null </dev/null) || fails=$((fails + 1))
+  [ "$out" = soak-ok ] || fails=$((fails + 1))
+done
+check "soak: $rounds repeated runs all succeed" eq "$fails" 0
+check "soak: nothing left in the workspace" eq "$(ls -A "$w2")" ""
+finish
