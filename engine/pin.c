@@ -1,56 +1,78 @@
-/* Placeholders ("pins") for missing protected workspace entries.
+/* Placeholders ("pins") for missing protected workspace entries, shared across processes
+ * and crash-safe.
  *
- * Every operation is relative to a workspace directory fd opened with O_NOFOLLOW, so a
+ * Every workspace operation is relative to a workspace fd opened with O_NOFOLLOW, so a
  * workspace path swapped for a symlink (or renamed away) cannot redirect creation or
- * removal. A pin is identified by (device, inode) recorded right after creation; release
- * removes it only if the name still refers to that inode and it is untouched (an empty
- * directory, or a regular file of size 0).
+ * removal. A pin is identified by (device, inode, ctime) recorded right after creation;
+ * it is removed only if the name still refers to that inode, with the same ctime (so not
+ * chmod'ed, written or re-linked since, and not a recycled inode number), and it is
+ * empty (rmdir of a directory, a regular file of size 0).
  *
- * Concurrent executions in one process share pins through a process-wide registry keyed
- * by (workspace device, workspace inode, name): the second acquirer of a pin that this
- * process created takes a reference instead of skipping it as "not ours", and only the
- * last release removes it. Otherwise the first execution to finish would remove a
- * placeholder that another one still has bound read-only (and the kernel would detach
- * that bind mount with it).
+ * State, per workspace (key: its device and inode), in the per-user state directory
+ * (stale.h):
+ *   ws-<dev>-<ino>.lock  two one-byte OFD lock ranges: byte 0 is the mutex for reading
+ *                        and changing the record; byte 1 is read-locked by every holder
+ *                        for its whole life. The kernel drops both when a holder dies,
+ *                        whatever kills it, so "no other read lock on byte 1" means
+ *                        "every other holder is gone", and a reused pid means nothing.
+ *   ws-<dev>-<ino>.pins  the record: the workspace path and the pins created there.
+ *                        Written to a temporary file and renamed, so readers without the
+ *                        mutex (a3s_pins_held, during the scan) see a whole record.
+ * Pins belong to the workspace, not to the execution that created them: they are
+ * removed when the last holder leaves, or by the first run that finds the record with no
+ * live holder (its creators were killed). A pin so lives as long as the longest holder,
+ * never shorter, so no bind mount of a live execution loses its source.
  *
- * Cross-process crash recovery plugs in at pin_create (record the pin durably once it
- * exists) and pin_remove (drop the record); the registry itself stays per process. */
+ * Lock file protocol: the last holder unlinks the record and the lock file while it
+ * holds the mutex; whoever locked a lock file must then check that the name still refers
+ * to the inode it locked, else retry with a fresh one. */
 #include "pin.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-/* One placeholder this process created. Entries in `registry` are live; an entry whose
- * name was replaced on disk behind our back is detached ("stale") and only waits for its
- * holders to let go, never removing anything. */
-struct pin_entry {
-    dev_t ws_dev;
-    ino_t ws_ino;
+#include "stale.h"
+
+#define REC_MAGIC "a3s-pins 1"
+#define REC_MAX (64 * 1024)
+#define LOCK_TRIES 64
+#define MUTEX_BYTE 0
+#define HOLDER_BYTE 1
+#define KEY_MAX 64
+#define FILE_MAX (KEY_MAX + 16)
+
+struct rec_pin {
     char *name;
+    bool dir;
     dev_t dev;
     ino_t ino;
-    bool dir;
-    bool stale;
-    unsigned long refs;
-    struct pin_entry *next;
+    struct timespec ctim;
+};
+
+struct record {
+    char *ws_path; /* the workspace path when last written (for the sweep) */
+    struct rec_pin *v;
+    size_t n, cap;
+    bool dirty; /* differs from the file */
 };
 
 struct a3s_pins {
-    int wsfd;                /* the workspace, O_DIRECTORY|O_NOFOLLOW */
-    struct pin_entry **held; /* one reference each */
-    size_t n, cap;
-    a3s_strv paths; /* absolute paths, parallel to held */
+    int wsfd;    /* the workspace, O_DIRECTORY|O_NOFOLLOW */
+    int statefd; /* the state directory */
+    int lockfd;  /* the workspace lock file while we are a holder, else -1 */
+    char key[KEY_MAX];
+    a3s_strv names; /* held names, parallel to paths */
+    a3s_strv paths; /* absolute paths */
 };
-
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pin_entry *registry; /* guarded by registry_lock */
 
 static bool name_ok(const char *name)
 {
@@ -58,89 +80,357 @@ static bool name_ok(const char *name)
            strcmp(name, "..") != 0;
 }
 
-/* ---------------------------------------------------------------- registry
- * All functions in this section require registry_lock. */
-
-static struct pin_entry *registry_find(dev_t ws_dev, ino_t ws_ino, const char *name)
+static void ws_key(char *key, dev_t dev, ino_t ino)
 {
-    for (struct pin_entry *e = registry; e; e = e->next)
-        if (e->ws_dev == ws_dev && e->ws_ino == ws_ino && strcmp(e->name, name) == 0)
-            return e;
+    snprintf(key, KEY_MAX, "ws-%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
+}
+
+static void key_file(char *out, const char *key, const char *suffix)
+{
+    snprintf(out, FILE_MAX, "%s%s", key, suffix);
+}
+
+/* ---------------------------------------------------------------- locks */
+
+static int range_lock(int fd, short type, off_t start, bool wait)
+{
+    return a3s_stale_lock(fd, type, start, 1, wait);
+}
+
+/* Does any other open file description hold the holder byte? When the kernel cannot
+ * tell, assume so: then nothing is removed, the safe direction. */
+static bool others_hold(int lockfd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = HOLDER_BYTE, .l_len = 1};
+    if (fcntl(lockfd, F_OFD_GETLK, &fl) < 0)
+        return true;
+    return fl.l_type != F_UNLCK;
+}
+
+/* Unlink `name` in dfd only if it is still the inode open as fd. */
+static void unlink_if_same(int dfd, const char *name, int fd)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        (void)unlinkat(dfd, name, 0);
+}
+
+/* Open the workspace lock file and take its mutex: exclusive (F_WRLCK, creating the
+ * file) to change the state, shared (F_RDLCK) to read it consistently. Returns the fd,
+ * -2 when !wait and the mutex is taken or (shared) when there is no lock file, -1 on
+ * failure (err filled). */
+static int lock_open(int statefd, const char *key, short type, bool wait, a3s_error *err)
+{
+    char name[FILE_MAX];
+    key_file(name, key, ".lock");
+    bool create = type == F_WRLCK;
+    for (int tries = 0; tries < LOCK_TRIES; tries++) {
+        int fd = openat(statefd, name,
+                        (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            if (!create && errno == ENOENT)
+                return -2;
+            return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot open pin lock %s", name);
+        }
+        if (range_lock(fd, type, MUTEX_BYTE, wait) < 0) {
+            int saved = errno;
+            close(fd);
+            if (!wait && (saved == EAGAIN || saved == EACCES))
+                return -2;
+            if (saved == ETIMEDOUT)
+                return a3s_fail(err, A3S_ERR_SETUP,
+                                "pin state %s stays locked by another process (stopped?)", name);
+            return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot lock pin state %s", name);
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && fstatat(statefd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+            a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+            if (S_ISREG(a.st_mode))
+                return fd;
+            a3s_stale_lock_close(fd);
+            return a3s_fail(err, A3S_ERR_SETUP, "pin lock %s is not a regular file", name);
+        }
+        a3s_stale_lock_close(fd); /* unlinked by the last holder while we waited: use the new one */
+        if (!create && fstatat(statefd, name, &b, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+            return -2;
+    }
+    return a3s_fail(err, A3S_ERR_SETUP, "pin lock %s keeps being replaced", name);
+}
+
+/* ---------------------------------------------------------------- record */
+
+static void record_free(struct record *rec)
+{
+    for (size_t i = 0; i < rec->n; i++)
+        free(rec->v[i].name);
+    free(rec->v);
+    free(rec->ws_path);
+    memset(rec, 0, sizeof *rec);
+}
+
+static struct rec_pin *rec_find(struct record *rec, const char *name)
+{
+    for (size_t i = 0; i < rec->n; i++)
+        if (strcmp(rec->v[i].name, name) == 0)
+            return &rec->v[i];
     return NULL;
 }
 
-static void registry_detach(struct pin_entry *e)
+/* Append e (taking its name). */
+static int rec_add(struct record *rec, const struct rec_pin *e)
 {
-    for (struct pin_entry **pp = &registry; *pp; pp = &(*pp)->next) {
-        if (*pp == e) {
-            *pp = e->next;
-            e->next = NULL;
-            return;
-        }
+    if (rec->n == rec->cap) {
+        size_t cap = rec->cap ? rec->cap * 2 : 8;
+        struct rec_pin *v = realloc(rec->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        rec->v = v;
+        rec->cap = cap;
     }
+    rec->v[rec->n++] = *e;
+    rec->dirty = true;
+    return 0;
 }
 
-/* Does `name` under wsfd still refer to the inode of e (same type, not a symlink)? */
-static bool entry_matches(int wsfd, const struct pin_entry *e)
+/* Names and paths are bytes: hex keeps the line format trivial for any of them. */
+static int hex_put(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (fprintf(f, "%02x", *p) < 0)
+            return -1;
+    return 0;
+}
+
+static int hex_val(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Decode a hex token into a new string; NULL when malformed or empty. */
+static char *hex_get(const char *h)
+{
+    size_t n = strlen(h);
+    if (n == 0 || n % 2)
+        return NULL;
+    char *s = malloc(n / 2 + 1);
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < n / 2; i++) {
+        int a = hex_val(h[2 * i]), b = hex_val(h[2 * i + 1]);
+        if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+            free(s);
+            return NULL;
+        }
+        s[i] = (char)(a * 16 + b);
+    }
+    s[n / 2] = '\0';
+    return s;
+}
+
+static bool parse_u64(const char *s, unsigned long long *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    *out = strtoull(s, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+/* One "d|f DEV INO CSEC CNSEC HEXNAME" line. */
+static bool parse_pin(char *line, struct rec_pin *e)
+{
+    char *f[6], *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (n == 6)
+            return false;
+        f[n++] = t;
+    }
+    unsigned long long dev, ino, sec, nsec;
+    if (n != 6 || (strcmp(f[0], "d") != 0 && strcmp(f[0], "f") != 0) || !parse_u64(f[1], &dev) ||
+        !parse_u64(f[2], &ino) || !parse_u64(f[3], &sec) || !parse_u64(f[4], &nsec) ||
+        nsec >= 1000000000ULL)
+        return false;
+    char *name = hex_get(f[5]);
+    if (!name || !name_ok(name)) {
+        free(name);
+        return false;
+    }
+    e->name = name;
+    e->dir = f[0][0] == 'd';
+    e->dev = (dev_t)dev;
+    e->ino = (ino_t)ino;
+    e->ctim.tv_sec = (time_t)sec;
+    e->ctim.tv_nsec = (long)nsec;
+    return true;
+}
+
+static int parse_record(char *buf, struct record *rec)
+{
+    char *save = NULL;
+    char *line = strtok_r(buf, "\n", &save);
+    if (!line || strcmp(line, REC_MAGIC) != 0)
+        return -1;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        if (strncmp(line, "ws ", 3) == 0) {
+            free(rec->ws_path);
+            if (!(rec->ws_path = hex_get(line + 3)) || rec->ws_path[0] != '/')
+                return -1;
+            continue;
+        }
+        struct rec_pin e;
+        if (!parse_pin(line, &e))
+            return -1;
+        if (rec_find(rec, e.name) || rec_add(rec, &e) < 0) {
+            free(e.name);
+            return -1;
+        }
+    }
+    rec->dirty = false;
+    return 0;
+}
+
+/* Read the record of key (an absent record is empty). A record that cannot be read or
+ * parsed fails: forgetting it would leave its pins behind or, worse, treat a live
+ * holder's pins as ordinary entries. */
+static int record_read(int statefd, const char *key, struct record *rec, a3s_error *err)
+{
+    char name[FILE_MAX];
+    key_file(name, key, ".pins");
+    memset(rec, 0, sizeof *rec);
+    int fd = openat(statefd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot open pin record %s", name);
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > REC_MAX) {
+        close(fd);
+        return a3s_fail(err, A3S_ERR_SETUP, "pin record %s is not a small regular file", name);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pin record: out of memory");
+    }
+    size_t n = 0;
+    ssize_t r = 0;
+    while (n < (size_t)st.st_size && (r = a3s_read_retry(fd, buf + n, (size_t)st.st_size - n)) > 0)
+        n += (size_t)r;
+    int saved = errno;
+    close(fd);
+    if (r < 0) {
+        free(buf);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot read pin record %s", name);
+    }
+    buf[n] = '\0';
+    int rc = memchr(buf, '\0', n) ? -1 : parse_record(buf, rec);
+    free(buf);
+    if (rc < 0) {
+        record_free(rec);
+        return a3s_fail(err, A3S_ERR_SETUP,
+                        "pin record %s is corrupt: remove it and the placeholders it lists", name);
+    }
+    return 0;
+}
+
+/* Replace the record atomically; an empty record is removed. */
+static int record_write(int statefd, const char *key, const struct record *rec, a3s_error *err)
+{
+    char name[FILE_MAX], tmp[FILE_MAX];
+    key_file(name, key, ".pins");
+    if (rec->n == 0) {
+        if (unlinkat(statefd, name, 0) < 0 && errno != ENOENT)
+            return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot remove pin record %s", name);
+        return 0;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pin record: out of memory");
+    int bad = fprintf(f, REC_MAGIC "\nws ") < 0 ||
+              hex_put(f, rec->ws_path ? rec->ws_path : "/") < 0 || fputc('\n', f) == EOF;
+    for (size_t i = 0; i < rec->n && !bad; i++) {
+        const struct rec_pin *e = &rec->v[i];
+        bad = fprintf(f, "%c %llu %llu %lld %ld ", e->dir ? 'd' : 'f', (unsigned long long)e->dev,
+                      (unsigned long long)e->ino, (long long)e->ctim.tv_sec, e->ctim.tv_nsec) < 0 ||
+              hex_put(f, e->name) < 0 || fputc('\n', f) == EOF;
+    }
+    if (fclose(f) != 0 || bad) {
+        free(text);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pin record: out of memory");
+    }
+    key_file(tmp, key, ".pins.tmp");
+    /* Only the mutex holder writes: one fixed temporary name per workspace suffices. */
+    int fd = openat(statefd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int saved = errno;
+        free(text);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot write pin record %s", name);
+    }
+    int rc = a3s_write_all(fd, text, len);
+    int saved = errno;
+    free(text);
+    if (close(fd) < 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc == 0 && renameat(statefd, tmp, statefd, name) < 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc < 0) {
+        (void)unlinkat(statefd, tmp, 0);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot write pin record %s", name);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- placeholders */
+
+/* Is `name` under wsfd still the pin e, as created (same inode, ctime and type; a file
+ * still empty)? */
+static bool pin_untouched(int wsfd, const struct rec_pin *e)
 {
     struct stat st;
     if (fstatat(wsfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return false;
-    return st.st_dev == e->dev && st.st_ino == e->ino &&
-           (e->dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+    if (st.st_dev != e->dev || st.st_ino != e->ino || st.st_ctim.tv_sec != e->ctim.tv_sec ||
+        st.st_ctim.tv_nsec != e->ctim.tv_nsec)
+        return false;
+    return e->dir ? S_ISDIR(st.st_mode) : (S_ISREG(st.st_mode) && st.st_size == 0);
 }
 
 /* Remove the placeholder if it is still ours and untouched. Errors are ignored: a pin
- * that cannot be removed is left in place, which is the safe direction. The window
- * between the check and the unlink is inherent to names; only host processes writing
- * the workspace concurrently can use it, and the sandboxed command is gone by now. */
-static void pin_remove(int wsfd, const struct pin_entry *e)
+ * that cannot be removed is left in place, which is the safe direction; rmdir fails on
+ * a directory that got content within the ctime granularity. The window between the
+ * check and the unlink is inherent to names; only host processes writing the workspace
+ * concurrently can use it, and no sandboxed command writes to a pin. */
+static void pin_remove(int wsfd, const struct rec_pin *e)
 {
-    struct stat st;
-    if (fstatat(wsfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return;
-    if (st.st_dev != e->dev || st.st_ino != e->ino)
-        return;
-    if (e->dir) {
-        /* rmdir fails with ENOTEMPTY when something was put inside: keep it then. */
-        if (S_ISDIR(st.st_mode))
-            (void)unlinkat(wsfd, e->name, AT_REMOVEDIR);
-    } else if (S_ISREG(st.st_mode) && st.st_size == 0) {
-        (void)unlinkat(wsfd, e->name, 0);
-    }
+    if (pin_untouched(wsfd, e))
+        (void)unlinkat(wsfd, e->name, e->dir ? AT_REMOVEDIR : 0);
 }
 
-static void entry_unref(int wsfd, struct pin_entry *e)
-{
-    if (--e->refs > 0)
-        return;
-    if (!e->stale) {
-        registry_detach(e);
-        pin_remove(wsfd, e);
-    }
-    free(e->name);
-    free(e);
-}
-
-/* Create the placeholder. Returns 1 when created (*out filled), 0 when the name exists
- * (left alone), -1 on failure with err filled. Nothing remains on failure. */
-static int pin_create(int wsfd, const char *workspace, const char *name, bool dir, dev_t ws_dev,
-                      ino_t ws_ino, struct pin_entry **out, a3s_error *err)
+/* Create the placeholder. Returns 1 when created (*out filled, name owned), 0 when the
+ * name exists (left alone), -1 on failure with err filled. Nothing remains on failure. */
+static int pin_create(int wsfd, const char *workspace, const char *name, bool dir,
+                      struct rec_pin *out, a3s_error *err)
 {
     struct stat st;
-    struct pin_entry *e = calloc(1, sizeof *e);
-    if (!e || !(e->name = strdup(name))) {
-        free(e);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "pin %s/%s: out of memory", workspace, name);
-    }
     if (dir) {
         if (mkdirat(wsfd, name, 0700) < 0) {
-            int saved = errno;
-            free(e->name);
-            free(e);
-            if (saved == EEXIST)
+            if (errno == EEXIST)
                 return 0;
-            return a3s_fail_errno(err, A3S_ERR_SETUP, saved,
+            return a3s_fail_errno(err, A3S_ERR_SETUP, errno,
                                   "cannot create placeholder directory %s/%s", workspace, name);
         }
         int saved = 0;
@@ -148,23 +438,17 @@ static int pin_create(int wsfd, const char *workspace, const char *name, bool di
             saved = errno;
         else if (!S_ISDIR(st.st_mode))
             saved = EEXIST;
-        if (saved) {
+        if (saved)
             /* Replaced between mkdir and stat: it is no longer ours to record or remove. */
-            free(e->name);
-            free(e);
             return a3s_fail_errno(err, A3S_ERR_SETUP, saved,
                                   "placeholder directory %s/%s changed while being created",
                                   workspace, name);
-        }
     } else {
         int fd = openat(wsfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
-            int saved = errno;
-            free(e->name);
-            free(e);
-            if (saved == EEXIST)
+            if (errno == EEXIST)
                 return 0;
-            return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot create placeholder file %s/%s",
+            return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create placeholder file %s/%s",
                                   workspace, name);
         }
         /* fstat on the fd we created: no window for a swap. */
@@ -173,104 +457,122 @@ static int pin_create(int wsfd, const char *workspace, const char *name, bool di
         close(fd);
         if (rc < 0) {
             (void)unlinkat(wsfd, name, 0);
-            free(e->name);
-            free(e);
             return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot stat placeholder %s/%s",
                                   workspace, name);
         }
     }
-    e->ws_dev = ws_dev;
-    e->ws_ino = ws_ino;
-    e->dev = st.st_dev;
-    e->ino = st.st_ino;
-    e->dir = dir;
-    *out = e;
+    if (!(out->name = a3s_strdup(name))) {
+        (void)unlinkat(wsfd, name, dir ? AT_REMOVEDIR : 0);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pin %s/%s: out of memory", workspace, name);
+    }
+    out->dir = dir;
+    out->dev = st.st_dev;
+    out->ino = st.st_ino;
+    out->ctim = st.st_ctim;
     return 1;
 }
 
 /* ---------------------------------------------------------------- pins object */
 
-/* Record one reference in pins (the caller already counted it in e->refs). */
-static int pins_hold(a3s_pins *pins, const char *workspace, struct pin_entry *e, a3s_error *err)
+static bool strv_has(const a3s_strv *sv, const char *s)
 {
-    if (pins->n == pins->cap) {
-        size_t cap = pins->cap ? pins->cap * 2 : 8;
-        struct pin_entry **v = realloc(pins->held, cap * sizeof *v);
-        if (!v)
-            return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
-        pins->held = v;
-        pins->cap = cap;
-    }
+    for (size_t i = 0; sv && i < sv->n; i++)
+        if (strcmp(sv->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+static int pins_hold(a3s_pins *pins, const char *workspace, const char *name, a3s_error *err)
+{
     /* "/" as workspace would give "//name": keep paths clean. */
     const char *sep = strcmp(workspace, "/") == 0 ? "" : "/";
-    if (a3s_strv_pushf(&pins->paths, "%s%s%s", workspace, sep, e->name) < 0)
+    if (a3s_strv_push(&pins->names, name) < 0)
         return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
-    pins->held[pins->n++] = e;
+    if (a3s_strv_pushf(&pins->paths, "%s%s%s", workspace, sep, name) < 0) {
+        free(pins->names.v[--pins->names.n]);
+        pins->names.v[pins->names.n] = NULL;
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
+    }
     return 0;
 }
 
-/* Pin one name (registry_lock held): share our live pin, or create a new one. */
-static int pin_one(a3s_pins *pins, const char *workspace, const char *name, bool dir, dev_t ws_dev,
-                   ino_t ws_ino, a3s_error *err)
+/* Pin one name (mutex held): share a recorded pin, or create and record a new one. */
+static int pin_one(a3s_pins *pins, struct record *rec, const char *workspace, const char *name,
+                   bool dir, a3s_error *err)
 {
-    if (!name_ok(name))
-        return a3s_fail(err, A3S_ERR_SETUP, "cannot pin '%s' in %s: not a single path component",
-                        name ? name : "(null)", workspace);
-    struct pin_entry *e = registry_find(ws_dev, ws_ino, name);
-    if (e) {
-        if (entry_matches(pins->wsfd, e)) {
-            /* Our live pin. As the other type (a name in both lists) it simply exists;
-             * listed twice in one call it is held once. */
-            if (e->dir != dir)
-                return 0;
-            for (size_t i = 0; i < pins->n; i++)
-                if (pins->held[i] == e)
-                    return 0;
-            e->refs++;
-            if (pins_hold(pins, workspace, e, err) < 0) {
-                e->refs--;
-                return -1;
-            }
-            return 0;
-        }
-        /* Ours once, but replaced or gone: its holders must not remove whatever is
-         * there now, and a new pin gets a new entry. */
-        e->stale = true;
-        registry_detach(e);
-    }
-    int rc = pin_create(pins->wsfd, workspace, name, dir, ws_dev, ws_ino, &e, err);
+    if (strv_has(&pins->names, name))
+        return 0; /* listed twice */
+    struct rec_pin *e = rec_find(rec, name);
+    if (e) /* a live (or taken over) untouched pin; as the other type it simply exists */
+        return e->dir == dir ? pins_hold(pins, workspace, name, err) : 0;
+    struct rec_pin created;
+    int rc = pin_create(pins->wsfd, workspace, name, dir, &created, err);
     if (rc <= 0)
         return rc;
-    e->refs = 1;
-    e->next = registry;
-    registry = e;
-    if (pins_hold(pins, workspace, e, err) < 0) {
-        entry_unref(pins->wsfd, e);
-        return -1;
+    if (rec_add(rec, &created) < 0) {
+        pin_remove(pins->wsfd, &created);
+        free(created.name);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
     }
-    return 0;
-}
-
-static void pins_drop(a3s_pins *pins)
-{
-    pthread_mutex_lock(&registry_lock);
-    for (size_t i = pins->n; i-- > 0;)
-        entry_unref(pins->wsfd, pins->held[i]);
-    pthread_mutex_unlock(&registry_lock);
-    pins->n = 0;
+    /* Recorded now: on a later failure the caller removes it with the others. */
+    return pins_hold(pins, workspace, name, err);
 }
 
 static void pins_free(a3s_pins *pins)
 {
+    if (pins->lockfd >= 0)
+        a3s_stale_lock_close(pins->lockfd);
+    if (pins->statefd >= 0)
+        close(pins->statefd);
     if (pins->wsfd >= 0)
         close(pins->wsfd);
-    free(pins->held);
+    a3s_strv_free(&pins->names);
     a3s_strv_free(&pins->paths);
     free(pins);
 }
 
-int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv *files,
-                     a3s_pins **out, a3s_error *err)
+/* With no other holder left: forget the workspace (mutex held, record already removed
+ * or empty). A waiter that locked the old file sees it unlinked and retries. */
+static void forget_workspace(int statefd, const char *key, int lockfd)
+{
+    char name[FILE_MAX];
+    key_file(name, key, ".pins");
+    (void)unlinkat(statefd, name, 0);
+    key_file(name, key, ".lock");
+    unlink_if_same(statefd, name, lockfd);
+}
+
+static bool requested(const struct rec_pin *e, const a3s_strv *dirs, const a3s_strv *files)
+{
+    return strv_has(e->dir ? dirs : files, e->name);
+}
+
+/* Under the mutex: drop record entries that are no longer our untouched pins; when no
+ * holder is alive, remove the untouched ones nobody asks for now (their creators died)
+ * and keep the requested ones to be taken over. */
+static void reconcile(int wsfd, struct record *rec, bool alive, const a3s_strv *dirs,
+                      const a3s_strv *files)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < rec->n; i++) {
+        struct rec_pin *e = &rec->v[i];
+        bool keep = pin_untouched(wsfd, e);
+        if (keep && !alive && !requested(e, dirs, files)) {
+            pin_remove(wsfd, e);
+            keep = false;
+        }
+        if (keep) {
+            rec->v[w++] = *e;
+        } else {
+            free(e->name);
+            rec->dirty = true;
+        }
+    }
+    rec->n = w;
+}
+
+int a3s_pins_acquire_in(const char *root, const char *workspace, const a3s_strv *dirs,
+                        const a3s_strv *files, a3s_pins **out, a3s_error *err)
 {
     if (!out)
         return a3s_fail(err, A3S_ERR_INVALID, "pins: no output");
@@ -278,9 +580,19 @@ int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv
     if (!workspace || workspace[0] != '/')
         return a3s_fail(err, A3S_ERR_INVALID, "pins: workspace '%s' is not absolute",
                         workspace ? workspace : "(null)");
+    /* Refuse bad names before anything is created. */
+    for (int l = 0; l < 2; l++) {
+        const a3s_strv *sv = l ? files : dirs;
+        for (size_t i = 0; sv && i < sv->n; i++)
+            if (!name_ok(sv->v[i]))
+                return a3s_fail(err, A3S_ERR_SETUP,
+                                "cannot pin '%s' in %s: not a single path component",
+                                sv->v[i] ? sv->v[i] : "(null)", workspace);
+    }
     a3s_pins *pins = calloc(1, sizeof *pins);
     if (!pins)
         return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
+    pins->statefd = pins->lockfd = -1;
     pins->wsfd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (pins->wsfd < 0) {
         int saved = errno;
@@ -293,25 +605,95 @@ int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv
         pins_free(pins);
         return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot stat workspace %s", workspace);
     }
+    ws_key(pins->key, ws.st_dev, ws.st_ino);
+    if ((pins->statefd = a3s_stale_state_open(root, true, err)) < 0) {
+        pins_free(pins);
+        return -1;
+    }
+    if (!(dirs && dirs->n) && !(files && files->n)) {
+        /* Nothing to pin: only a record left by dead holders needs the lock. */
+        char name[FILE_MAX];
+        struct stat st;
+        key_file(name, pins->key, ".pins");
+        if (fstatat(pins->statefd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+            *out = pins;
+            return 0;
+        }
+    }
 
+    int lockfd = lock_open(pins->statefd, pins->key, F_WRLCK, true, err);
+    if (lockfd < 0) {
+        pins_free(pins);
+        return -1;
+    }
+    bool alive = others_hold(lockfd);
+    struct record rec;
+    if (record_read(pins->statefd, pins->key, &rec, err) < 0) {
+        a3s_stale_lock_close(lockfd);
+        pins_free(pins);
+        return -1;
+    }
+    reconcile(pins->wsfd, &rec, alive, dirs, files);
+    if (!rec.ws_path || strcmp(rec.ws_path, workspace) != 0) {
+        /* The path the sweep will look for the workspace at: the latest one. */
+        char *p = a3s_strdup(workspace);
+        if (p) {
+            free(rec.ws_path);
+            rec.ws_path = p;
+            rec.dirty = rec.dirty || rec.n > 0;
+        }
+    }
+
+    size_t before = rec.n; /* entries from here on were created by this call */
     int rc = 0;
-    /* One lock for the whole batch: a concurrent release cannot remove a pin between
-     * our lookup and our reference. */
-    pthread_mutex_lock(&registry_lock);
     for (size_t i = 0; rc == 0 && dirs && i < dirs->n; i++)
-        rc = pin_one(pins, workspace, dirs->v[i], true, ws.st_dev, ws.st_ino, err);
+        rc = pin_one(pins, &rec, workspace, dirs->v[i], true, err);
     for (size_t i = 0; rc == 0 && files && i < files->n; i++)
-        rc = pin_one(pins, workspace, files->v[i], false, ws.st_dev, ws.st_ino, err);
-    pthread_mutex_unlock(&registry_lock);
-
+        rc = pin_one(pins, &rec, workspace, files->v[i], false, err);
+    bool holding = false;
+    if (rc == 0 && pins->paths.n > 0) {
+        /* Before the record names our pins, so nobody can see them without a holder. */
+        if (range_lock(lockfd, F_RDLCK, HOLDER_BYTE, false) < 0)
+            rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot lock pin state %s", pins->key);
+        else
+            holding = true;
+    }
+    if (rc == 0 && rec.dirty)
+        rc = record_write(pins->statefd, pins->key, &rec, err);
     if (rc < 0) {
-        /* Give back every reference this call took: pins created here go away. */
-        pins_drop(pins);
+        /* Remove what this call created; keep the clean-up of dead holders' pins. */
+        for (size_t i = before; i < rec.n; i++) {
+            pin_remove(pins->wsfd, &rec.v[i]);
+            free(rec.v[i].name);
+        }
+        rec.n = before;
+        if (holding)
+            (void)range_lock(lockfd, F_UNLCK, HOLDER_BYTE, false);
+        holding = false;
+        if (rec.dirty)
+            (void)record_write(pins->statefd, pins->key, &rec, NULL);
+    }
+    if (holding) {
+        (void)range_lock(lockfd, F_UNLCK, MUTEX_BYTE, false);
+        pins->lockfd = lockfd;
+    } else {
+        if (!alive && rec.n == 0)
+            forget_workspace(pins->statefd, pins->key, lockfd);
+        a3s_stale_lock_close(lockfd);
+    }
+    record_free(&rec);
+    if (rc < 0) {
         pins_free(pins);
         return -1;
     }
     *out = pins;
     return 0;
+}
+
+int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv *files,
+                     a3s_pins **out, a3s_error *err)
+{
+    return a3s_pins_acquire_in(a3s_stale_root(NULL), workspace, dirs, files, out, err);
 }
 
 char *const *a3s_pins_paths(const a3s_pins *pins)
@@ -322,22 +704,114 @@ char *const *a3s_pins_paths(const a3s_pins *pins)
     return pins->paths.v;
 }
 
-bool a3s_pins_held(int wsfd, const char *name)
-{
-    struct stat ws;
-    if (!name_ok(name) || fstat(wsfd, &ws) < 0)
-        return false;
-    pthread_mutex_lock(&registry_lock);
-    struct pin_entry *e = registry_find(ws.st_dev, ws.st_ino, name);
-    bool held = e && entry_matches(wsfd, e);
-    pthread_mutex_unlock(&registry_lock);
-    return held;
-}
-
 void a3s_pins_release(a3s_pins *pins)
 {
     if (!pins)
         return;
-    pins_drop(pins);
-    pins_free(pins);
+    if (pins->lockfd >= 0 && range_lock(pins->lockfd, F_WRLCK, MUTEX_BYTE, true) == 0) {
+        (void)range_lock(pins->lockfd, F_UNLCK, HOLDER_BYTE, false);
+        struct record rec;
+        /* Last one out removes the pins; an unreadable record keeps them (fail safe). */
+        if (!others_hold(pins->lockfd) && record_read(pins->statefd, pins->key, &rec, NULL) == 0) {
+            for (size_t i = 0; i < rec.n; i++)
+                pin_remove(pins->wsfd, &rec.v[i]);
+            record_free(&rec);
+            forget_workspace(pins->statefd, pins->key, pins->lockfd);
+        }
+    }
+    pins_free(pins); /* unlocks the holder byte and the mutex */
+}
+
+bool a3s_pins_held(int wsfd, const char *root, const char *name)
+{
+    struct stat ws;
+    if (!name_ok(name) || fstat(wsfd, &ws) < 0)
+        return false;
+    int statefd = a3s_stale_state_open(root, false, NULL);
+    if (statefd < 0)
+        return false; /* no state, or refused: then an acquire fails anyway */
+    char key[KEY_MAX];
+    ws_key(key, ws.st_dev, ws.st_ino);
+    /* Shared mutex: never a half-done acquire (pins created, not yet recorded) or
+     * release (record gone, pins not yet removed). Without a lock file (-2) nobody is
+     * writing: writers create it first and remove it last. */
+    int lockfd = lock_open(statefd, key, F_RDLCK, true, NULL);
+    struct record rec;
+    bool held = false;
+    if (lockfd != -1 && record_read(statefd, key, &rec, NULL) == 0) {
+        struct rec_pin *e = rec_find(&rec, name);
+        held = e && pin_untouched(wsfd, e);
+        record_free(&rec);
+    }
+    if (lockfd >= 0)
+        a3s_stale_lock_close(lockfd);
+    close(statefd);
+    return held;
+}
+
+/* ---------------------------------------------------------------- sweep */
+
+/* One recorded workspace: if all its holders are dead and it is still where it was,
+ * remove its untouched pins and forget it. */
+static void sweep_key(int statefd, const char *key)
+{
+    unsigned long long dev, ino;
+    int used = 0;
+    if (sscanf(key, "ws-%llx-%llx%n", &dev, &ino, &used) != 2 || key[used] != '\0')
+        return;
+    int lockfd = lock_open(statefd, key, F_WRLCK, false, NULL);
+    if (lockfd < 0)
+        return; /* busy: someone is acquiring or releasing there right now */
+    struct record rec;
+    if (others_hold(lockfd) || record_read(statefd, key, &rec, NULL) < 0) {
+        a3s_stale_lock_close(lockfd);
+        return;
+    }
+    bool forget = rec.n == 0;
+    if (!forget && rec.ws_path) {
+        int wsfd = open(rec.ws_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (wsfd >= 0 && fstat(wsfd, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+            (unsigned long long)st.st_ino == ino) {
+            for (size_t i = 0; i < rec.n; i++)
+                pin_remove(wsfd, &rec.v[i]);
+            forget = true;
+        }
+        if (wsfd >= 0)
+            close(wsfd);
+        /* Moved or gone: the record stays for an acquire in that workspace. */
+    }
+    record_free(&rec);
+    if (forget)
+        forget_workspace(statefd, key, lockfd);
+    a3s_stale_lock_close(lockfd);
+}
+
+void a3s_pins_sweep(const char *root)
+{
+    int statefd = a3s_stale_state_open(root, false, NULL);
+    if (statefd < 0)
+        return;
+    /* closedir closes the fd it reads: give it its own, statefd stays for the *at calls. */
+    int dfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        close(statefd);
+        return;
+    }
+    /* Every recorded workspace has a lock file (created first, removed last). */
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "ws-", 3) != 0 || n < 5 || n >= KEY_MAX + 5 ||
+            strcmp(e->d_name + n - 5, ".lock") != 0)
+            continue;
+        char key[KEY_MAX];
+        memcpy(key, e->d_name, n - 5);
+        key[n - 5] = '\0';
+        sweep_key(statefd, key);
+    }
+    closedir(d);
+    close(statefd);
 }

@@ -1,6 +1,9 @@
 /* Placeholders ("pins") for protected workspace entries that do not exist, so that the
- * backend can bind them read-only and the command cannot create them. A pin is removed
- * on release only if it is still the very inode we created and still untouched. */
+ * backend can bind them read-only and the command cannot create them. Pins are shared by
+ * every execution (any process of this user) in the workspace and recorded in the
+ * per-user state directory (stale.h), so that they outlive no holder: the last holder to
+ * leave, or the next run after a holder was killed, removes each pin that is still the
+ * very inode created and still untouched. */
 #ifndef A3S_PIN_H
 #define A3S_PIN_H
 
@@ -12,20 +15,33 @@
 typedef struct a3s_pins a3s_pins;
 
 /* Create a directory (0700) for each name in dirs and an empty file (0600, O_EXCL) for
- * each name in files, directly under workspace. Names that appeared meanwhile are left
- * alone and not recorded, except a pin this process already holds there, which is
- * shared (reference-counted). On success *out lists the held paths (see
- * a3s_pins_paths). On failure nothing created by this call remains. */
+ * each name in files, directly under workspace, recording them in the state directory
+ * under root (see a3s_stale_root). A name that is already a live, untouched pin of this
+ * workspace is shared instead; pins recorded by holders that are all dead are first
+ * removed if untouched (or taken over when requested again) and forgotten otherwise.
+ * Names that exist otherwise are left alone and not held. On success *out lists the
+ * held paths (see a3s_pins_paths). On failure nothing created by this call remains.
+ * Fails (A3S_ERR_SETUP) when the state directory is refused (see stale.h). */
+int a3s_pins_acquire_in(const char *root, const char *workspace, const a3s_strv *dirs,
+                        const a3s_strv *files, a3s_pins **out, a3s_error *err);
+/* a3s_pins_acquire_in with root a3s_stale_root(NULL). */
 int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv *files,
                      a3s_pins **out, a3s_error *err);
 /* Absolute paths of the pins held (NULL-terminated, owned by pins). */
 char *const *a3s_pins_paths(const a3s_pins *pins);
-/* Remove what we created if unchanged; always frees. NULL is a no-op. */
+/* Leave; the last holder of the workspace removes the pins that are still untouched.
+ * Always frees. NULL is a no-op. */
 void a3s_pins_release(a3s_pins *pins);
-/* true when `name`, directly under the workspace open as wsfd, is a pin that an
- * a3s_pins of this process currently holds (same inode). The scan reports such names as
- * missing, so a concurrent execution shares the pin (reference count) instead of binding
- * an entry whose first holder would remove it. */
-bool a3s_pins_held(int wsfd, const char *name);
+/* true when `name`, directly under the workspace open as wsfd, is a recorded pin (state
+ * under root) that is still untouched: of a live holder, to be shared, or of a dead one,
+ * to be taken over or removed by the next acquire. Waits for a concurrent acquire or
+ * release in the workspace to finish, so a pin is never seen unrecorded; when false, a
+ * name the caller saw that is now gone was such a pin, removed meanwhile. The scan
+ * reports pins (and such vanished names) as missing instead of binding an entry that its
+ * holder will remove. */
+bool a3s_pins_held(int wsfd, const char *root, const char *name);
+/* Best effort: for every workspace recorded under root whose holders are all dead (and
+ * that is still where it was), remove its untouched pins and forget the record. */
+void a3s_pins_sweep(const char *root);
 
 #endif

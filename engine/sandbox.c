@@ -22,6 +22,7 @@
 #include "plan.h"
 #include "policy_runtime.h"
 #include "scan.h"
+#include "stale.h"
 #include "a3s_seccomp.h"
 #include "util.h"
 
@@ -133,6 +134,8 @@ static void remove_scratch(const char *scratch)
         }
     }
     free(copy);
+    /* After the removal: a crash in between leaves a record that the next sweep drops. */
+    a3s_stale_scratch_disown(scratch);
 }
 
 static char *make_scratch(const a3s_sandbox *sb, a3s_error *err)
@@ -148,6 +151,8 @@ static char *make_scratch(const a3s_sandbox *sb, a3s_error *err)
         free(tmpl);
         return NULL;
     }
+    /* Best effort: lets a later run remove it if this process is killed. */
+    (void)a3s_stale_scratch_own(a3s_stale_root(sb->tmp), tmpl, NULL);
     return tmpl;
 }
 
@@ -353,6 +358,9 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
                    a3s_error *err)
 {
     memset(pp, 0, sizeof *pp);
+    /* Best effort: clean up after executions that were killed (pins, scratch dirs). */
+    a3s_pins_sweep(a3s_stale_root(sb->tmp));
+    a3s_stale_sweep(a3s_stale_root(sb->tmp));
     if (!(pp->scratch = make_scratch(sb, err)))
         return -1;
     if (!(pp->plan = compile(sb, pp->scratch, err)))
@@ -362,8 +370,8 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
     if (a3s_scan_workspace(pp->plan, &pp->scan, err) < 0)
         goto fail;
     if (pin) {
-        if (a3s_pins_acquire(sb->workspace, &pp->scan.missing_dirs, &pp->scan.missing_files,
-                             &pp->pins, err) < 0)
+        if (a3s_pins_acquire_in(a3s_stale_root(sb->tmp), sb->workspace, &pp->scan.missing_dirs,
+                                &pp->scan.missing_files, &pp->pins, err) < 0)
             goto fail;
         char *const *pins = a3s_pins_paths(pp->pins);
         for (size_t i = 0; pins && pins[i]; i++)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "pin.h"
+#include "stale.h"
 
 #define SCAN_PROV "<scan>"
 #define GITDIR_MAX 4096
@@ -572,9 +573,12 @@ static int scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
         } else if (t->type == DT_LNK) {
             rc = a3s_fail(s->err, A3S_ERR_POLICY,
                           "refusing a symbolic link at protected workspace path %s", s->path);
-        } else if (a3s_pins_held(s->wsfd, t->name)) {
-            /* Another execution's placeholder: share it (see pin.h), never bind it as
-             * if it were ordinary content that will still be there later. */
+        } else if (a3s_pins_held(s->wsfd, a3s_stale_root(s->p->tmp), t->name) ||
+                   (fstatat(s->wsfd, t->name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)) {
+            /* A recorded placeholder (of any process): share it, or take it over from a
+             * dead holder (see pin.h); or one that its last holder removed since
+             * read_top saw it (a3s_pins_held waited for that): missing, to be pinned.
+             * Never bind it as if it were ordinary content that will still be there. */
             t->protected = true;
             a3s_strv *l = t->type == DT_DIR ? &out->missing_dirs : &out->missing_files;
             if (!strv_has(l, t->name) && a3s_strv_push(l, t->name) < 0)

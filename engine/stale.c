@@ -63,15 +63,17 @@ int a3s_stale_state_open(const char *root, bool create, a3s_error *err)
                      strcmp(root, "/") == 0 ? "" : "/", (unsigned long)geteuid());
     if (n < 0 || (size_t)n >= sizeof path)
         return a3s_fail(err, A3S_ERR_SETUP, "state directory under %s: path too long", root);
+    /* Open first: the directory exists on all but the first run. */
     bool made = false;
-    if (create) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
         if (mkdir(path, 0700) == 0)
             made = true;
         else if (errno != EEXIST)
             return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create state directory %s",
                                   path);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int saved = errno;
         if (!create && saved == ENOENT)
@@ -133,16 +135,38 @@ static void random_hex(char *out, size_t nbytes)
     out[2 * nbytes] = '\0';
 }
 
-/* Write-lock the whole file for this open file description. */
-static int lock_whole(int fd, bool wait)
+#define LOCK_WAIT_NS (10ULL * 1000 * 1000 * 1000)
+
+int a3s_stale_lock(int fd, short type, off_t start, off_t len, bool wait)
 {
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+    /* Polling with a growing pause instead of F_OFD_SETLKW: bounded. Holds last a few
+     * syscalls, so the first retries come quickly. */
+    unsigned long long waited = 0, pause_ns = 100 * 1000;
     for (;;) {
-        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
+        if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
             return 0;
-        if (errno != EINTR)
+        if (errno == EINTR)
+            continue;
+        if (!wait || (errno != EAGAIN && errno != EACCES))
             return -1;
+        if (waited >= LOCK_WAIT_NS) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)pause_ns};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+        waited += pause_ns;
+        if (pause_ns < 20 * 1000 * 1000)
+            pause_ns *= 2;
     }
+}
+
+void a3s_stale_lock_close(int fd)
+{
+    (void)a3s_stale_lock(fd, F_UNLCK, 0, 0, false);
+    close(fd);
 }
 
 /* Unlink `name` in dfd only if it is still the inode open as fd. */
@@ -186,7 +210,8 @@ static void rm_tree_at(int dfd, const char *name, int depth)
 static const char *scratch_base(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    if (path[0] != '/' || !slash || strncmp(slash + 1, SCRATCH_PREFIX, strlen(SCRATCH_PREFIX)) != 0 ||
+    if (path[0] != '/' || !slash ||
+        strncmp(slash + 1, SCRATCH_PREFIX, strlen(SCRATCH_PREFIX)) != 0 ||
         slash[1 + strlen(SCRATCH_PREFIX)] == '\0')
         return NULL;
     return slash + 1;
@@ -195,8 +220,8 @@ static const char *scratch_base(const char *path)
 /* ---------------------------------------------------------------- scratch ownership */
 
 struct owner {
-    char *path;                            /* the scratch directory */
-    char name[sizeof OWNER_PREFIX + 32];   /* the owner file in the state directory */
+    char *path;                          /* the scratch directory */
+    char name[sizeof OWNER_PREFIX + 32]; /* the owner file in the state directory */
     int statefd, fd;
     struct owner *next;
 };
@@ -207,7 +232,7 @@ static struct owner *owners; /* guarded by owners_lock */
 static void owner_free(struct owner *o)
 {
     if (o->fd >= 0)
-        close(o->fd);
+        a3s_stale_lock_close(o->fd);
     if (o->statefd >= 0)
         close(o->statefd);
     free(o->path);
@@ -234,8 +259,8 @@ int a3s_stale_scratch_own(const char *root, const char *scratch, a3s_error *err)
         char rnd[33];
         random_hex(rnd, 16);
         snprintf(o->name, sizeof o->name, OWNER_PREFIX "%s", rnd);
-        o->fd = openat(o->statefd, o->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0600);
+        o->fd =
+            openat(o->statefd, o->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (o->fd < 0 && (errno != EEXIST || tries >= 8)) {
             int saved = errno;
             owner_free(o);
@@ -246,15 +271,14 @@ int a3s_stale_scratch_own(const char *root, const char *scratch, a3s_error *err)
     /* Lock before the path goes in: a sweeper never mistakes a complete record of ours
      * for a dead one. Waiting only covers a sweeper probing this very file. */
     size_t len = strlen(scratch);
-    int rc = lock_whole(o->fd, true);
+    int rc = a3s_stale_lock(o->fd, F_WRLCK, 0, 0, true);
     if (rc == 0 && ((rc = a3s_write_all(o->fd, scratch, len)) == 0))
         rc = a3s_write_all(o->fd, "\n", 1);
     if (rc < 0) {
         int saved = errno;
         (void)unlinkat(o->statefd, o->name, 0);
         owner_free(o);
-        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot record the owner of %s",
-                              scratch);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot record the owner of %s", scratch);
     }
     pthread_mutex_lock(&owners_lock);
     o->next = owners;
@@ -316,7 +340,7 @@ static void sweep_owner(int statefd, const char *name)
         return;
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        lock_whole(fd, false) < 0) {
+        a3s_stale_lock(fd, F_WRLCK, 0, 0, false) < 0) {
         close(fd); /* alive (EAGAIN), or not a record of ours */
         return;
     }
@@ -333,12 +357,12 @@ static void sweep_owner(int statefd, const char *name)
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         if (now.tv_sec - st.st_mtim.tv_sec < OWNER_GRACE_S) {
-            close(fd);
+            a3s_stale_lock_close(fd);
             return;
         }
     }
     unlink_if_same(statefd, name, fd);
-    close(fd);
+    a3s_stale_lock_close(fd);
 }
 
 void a3s_stale_sweep(const char *root)

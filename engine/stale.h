@@ -8,6 +8,7 @@
 #define A3S_STALE_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "a3s_sandbox.h"
 #include "util.h"
@@ -23,6 +24,15 @@ const char *a3s_stale_root(const char *tmp);
  * writable by group or others. Returns the directory fd (O_CLOEXEC); -2 when !create and
  * it does not exist (err untouched); -1 on failure with err filled. */
 int a3s_stale_state_open(const char *root, bool create, a3s_error *err);
+
+/* OFD-lock [start, start+len) (len 0: to the end) of fd with type F_RDLCK, F_WRLCK or
+ * F_UNLCK. When wait, a conflicting lock is waited for, but at most about 10 s (a holder
+ * stopped with SIGSTOP must not hang every other run): then -1 with errno ETIMEDOUT.
+ * Without wait, -1 with EAGAIN or EACCES when taken. */
+int a3s_stale_lock(int fd, short type, off_t start, off_t len, bool wait);
+/* Unlock all of fd, then close it. A child forked without exec shares the open file
+ * description, and its locks: closing our fd alone would leave them held. */
+void a3s_stale_lock_close(int fd);
 
 /* Record that this process owns the scratch directory `scratch` (an absolute path whose
  * last component starts with "a3s-sandbox-") until a3s_stale_scratch_disown: a locked
