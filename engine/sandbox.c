@@ -80,43 +80,6 @@ static int push_path_list(a3s_strv *sv, const char *list)
     return 0;
 }
 
-/* Remove a directory tree without following symlinks; chmod-and-retry directories the
- * command made unreadable. Best effort on individual entries, reports the first error. */
-static int rm_tree_at(int dfd, const char *name, int depth)
-{
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -1;
-    if (depth > 256)
-        return -1;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES) {
-        (void)fchmodat(dfd, name, 0700, 0);
-        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    }
-    if (fd < 0)
-        return -1;
-    (void)fchmod(fd, 0700);
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (rm_tree_at(dirfd(d), e->d_name, depth + 1) < 0)
-            rc = -1;
-    }
-    closedir(d);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        rc = -1;
-    return rc;
-}
-
 static void remove_scratch(const char *scratch)
 {
     if (!scratch)
@@ -129,7 +92,7 @@ static void remove_scratch(const char *scratch)
         *slash = '\0';
         int dfd = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
-            (void)rm_tree_at(dfd, slash + 1, 0);
+            (void)a3s_rmtree_at(dfd, slash + 1);
             close(dfd);
         }
     }

@@ -32,7 +32,6 @@
 #define OWNER_PREFIX "scratch-"
 /* An owner file still without its path after this long belongs to a dead creator. */
 #define OWNER_GRACE_S 60
-#define RM_DEPTH_MAX 256
 
 /* ---------------------------------------------------------------- state directory */
 
@@ -178,34 +177,6 @@ static void unlink_if_same(int dfd, const char *name, int fd)
         (void)unlinkat(dfd, name, 0);
 }
 
-/* Remove a directory tree without following symlinks; chmod-and-retry directories the
- * command made unreadable. Best effort. */
-static void rm_tree_at(int dfd, const char *name, int depth)
-{
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return;
-    if ((errno != EISDIR && errno != EPERM) || depth > RM_DEPTH_MAX)
-        return;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES) {
-        (void)fchmodat(dfd, name, 0700, 0);
-        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    }
-    if (fd < 0)
-        return;
-    (void)fchmod(fd, 0700);
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rm_tree_at(dirfd(d), e->d_name, depth + 1);
-    closedir(d);
-    (void)unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 /* The last component of an absolute scratch path, or NULL if it is not one. */
 static const char *scratch_base(const char *path)
 {
@@ -328,7 +299,7 @@ static void remove_dead_scratch(const char *path)
     struct stat st;
     if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
         st.st_uid == geteuid())
-        rm_tree_at(dfd, base, 0);
+        (void)a3s_rmtree_at(dfd, base);
     close(dfd);
 }
 

@@ -1,6 +1,9 @@
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +160,46 @@ int a3s_path_depth(const char *p)
         if (*p == '/')
             d++;
     return d;
+}
+
+static int rmtree_depth(int dfd, const char *name, int depth)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -1;
+    if (depth > 256)
+        return -1;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES) {
+        (void)fchmodat(dfd, name, 0700, 0);
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return -1;
+    (void)fchmod(fd, 0700);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (rmtree_depth(dirfd(d), e->d_name, depth + 1) < 0)
+            rc = -1;
+    }
+    closedir(d);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+int a3s_rmtree_at(int dfd, const char *name)
+{
+    return rmtree_depth(dfd, name, 0);
 }
 
 unsigned long long a3s_now_ms(void)
