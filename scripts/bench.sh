@@ -45,6 +45,22 @@ t_cli, t_bare = alternate(ours + ["true"], bare + ["true"], rounds)
 print(f"startup: cli -- true        {t_cli*1000:7.2f} ms")
 print(f"startup: bare bwrap -- true {t_bare*1000:7.2f} ms")
 print(f"startup ratio cli/bare      {t_cli/t_bare:7.2f} x   (target <= 1.2)")
+# Where the time goes: bubblewrap alone with the baseline's full argument vector (mounts,
+# masks, env; from `a3s-sandbox plan`, without the seccomp/status fds and without pins,
+# which `plan` does not create), and the launcher + `true` as the command.
+import json
+plan = json.loads(subprocess.run([cli, "plan", "-w", ws], capture_output=True, text=True).stdout)
+argv = plan["bwrap_argv"]
+scratch = plan["roots"]["scratch"]  # removed when `plan` returned: recreate it
+os.makedirs(scratch, exist_ok=True)
+i = argv.index("--seccomp")
+argv = argv[:i] + argv[i + 4:]
+argv = argv[:argv.index("--")] + ["--", "true"]
+t_mounts, t_bare2 = alternate(argv, bare + ["true"], max(10, rounds // 2))
+os.rmdir(scratch)
+print(f"startup: bwrap with the baseline's mounts, no CLI {t_mounts*1000:6.2f} ms "
+      f"({t_mounts/t_bare2:.2f} x bare): the rest is the CLI (policy, scan, pins, seccomp)")
+
 # Peak RSS with GNU time: a fork of this Python process would report Python's own RSS.
 def peak_kib(argv):
     r = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv, stdin=subprocess.DEVNULL,
