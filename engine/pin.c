@@ -787,31 +787,20 @@ static void sweep_key(int statefd, const char *key)
     a3s_stale_lock_close(lockfd);
 }
 
+/* Every recorded workspace has a lock file "ws-<key>.lock" (created first, removed last). */
+static void sweep_lock_cb(int statefd, const char *name, void *ud)
+{
+    (void)ud;
+    size_t n = strlen(name);
+    if (n < 5 || n >= KEY_MAX + 5 || strcmp(name + n - 5, ".lock") != 0)
+        return;
+    char key[KEY_MAX];
+    memcpy(key, name, n - 5);
+    key[n - 5] = '\0';
+    sweep_key(statefd, key);
+}
+
 void a3s_pins_sweep(const char *root)
 {
-    int statefd = a3s_stale_state_open(root, false, NULL);
-    if (statefd < 0)
-        return;
-    /* closedir closes the fd it reads: give it its own, statefd stays for the *at calls. */
-    int dfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
-        close(statefd);
-        return;
-    }
-    /* Every recorded workspace has a lock file (created first, removed last). */
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, "ws-", 3) != 0 || n < 5 || n >= KEY_MAX + 5 ||
-            strcmp(e->d_name + n - 5, ".lock") != 0)
-            continue;
-        char key[KEY_MAX];
-        memcpy(key, e->d_name, n - 5);
-        key[n - 5] = '\0';
-        sweep_key(statefd, key);
-    }
-    closedir(d);
-    close(statefd);
+    a3s_stale_foreach(root, "ws-", sweep_lock_cb, NULL);
 }

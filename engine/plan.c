@@ -876,15 +876,26 @@ fail:
     return NULL;
 }
 
-static json_t *canon_seccomp(const a3s_seccomp_plan *sp)
+/* The seccomp section: canonical (deny rules as [syscall, errno] pairs) or full (objects
+ * with the errno number and the provenance of each rule). */
+static json_t *seccomp_obj(const a3s_seccomp_plan *sp, bool full)
 {
-    json_t *o = json_object();
-    json_t *deny = json_array(), *fam = json_array();
+    json_t *o = json_object(), *deny = json_array(), *fam = json_array();
     for (size_t i = 0; i < sp->ndeny; i++) {
-        json_t *pair = json_array();
-        bool ok = apush(pair, jtext(sp->deny[i].syscall)) == 0 &&
-                  apush(pair, jerrno(sp->deny[i].errnum)) == 0;
-        if (push_built(deny, pair, ok) < 0)
+        json_t *r;
+        bool ok;
+        if (full) {
+            r = json_object();
+            ok = oset(r, "syscall", jtext(sp->deny[i].syscall)) == 0 &&
+                 oset(r, "errno", jerrno(sp->deny[i].errnum)) == 0 &&
+                 oset(r, "errnum", json_integer(sp->deny[i].errnum)) == 0 &&
+                 oset(r, "from", jprov(&sp->deny[i].prov)) == 0;
+        } else {
+            r = json_array();
+            ok = apush(r, jtext(sp->deny[i].syscall)) == 0 &&
+                 apush(r, jerrno(sp->deny[i].errnum)) == 0;
+        }
+        if (push_built(deny, r, ok) < 0)
             goto fail;
     }
     for (size_t i = 0; i < sp->nsocket_allow; i++)
@@ -903,7 +914,8 @@ static json_t *canon_seccomp(const a3s_seccomp_plan *sp)
     if (oset(o, "socketpair_unix", json_boolean(sp->socketpair_unix)) < 0 ||
         oset(o, "deny_clone_ns", json_boolean(sp->deny_clone_ns)) < 0 ||
         oset(o, "deny_tty_inject", json_boolean(sp->deny_tty_inject)) < 0 ||
-        oset(o, "socket_errno", jerrno(sp->socket_errnum)) < 0)
+        oset(o, "socket_errno", jerrno(sp->socket_errnum)) < 0 ||
+        (full && oset(o, "from", jprov(&sp->prov)) < 0))
         goto fail;
     return o;
 fail:
@@ -947,7 +959,7 @@ char *a3s_plan_canonical(const a3s_plan *p)
         oset(o, "protect_files", canon_names(&p->protect_files)) < 0 ||
         oset(o, "secret_prefixes", canon_names(&p->secret_prefixes)) < 0 ||
         oset(o, "scan_skip", canon_names(&p->scan_skip)) < 0 ||
-        oset(o, "env", canon_env(p)) < 0 || oset(o, "seccomp", canon_seccomp(&p->seccomp)) < 0 ||
+        oset(o, "env", canon_env(p)) < 0 || oset(o, "seccomp", seccomp_obj(&p->seccomp, false)) < 0 ||
         oset(o, "limits", limits_obj(&p->limits)) < 0)
         goto out;
     out = json_dumps(o, CANON_FLAGS);
@@ -1042,45 +1054,6 @@ fail:
     return NULL;
 }
 
-static json_t *full_seccomp(const a3s_seccomp_plan *sp)
-{
-    json_t *o = json_object(), *deny = json_array(), *fam = json_array();
-    for (size_t i = 0; i < sp->ndeny; i++) {
-        json_t *r = json_object();
-        bool ok = oset(r, "syscall", jtext(sp->deny[i].syscall)) == 0 &&
-                  oset(r, "errno", jerrno(sp->deny[i].errnum)) == 0 &&
-                  oset(r, "errnum", json_integer(sp->deny[i].errnum)) == 0 &&
-                  oset(r, "from", jprov(&sp->deny[i].prov)) == 0;
-        if (push_built(deny, r, ok) < 0)
-            goto fail;
-    }
-    for (size_t i = 0; i < sp->nsocket_allow; i++)
-        if (apush(fam, json_integer(sp->socket_allow[i])) < 0)
-            goto fail;
-    {
-        int rc = oset(o, "deny", deny);
-        deny = NULL;
-        if (rc < 0)
-            goto fail;
-        rc = oset(o, "socket_allow", fam);
-        fam = NULL;
-        if (rc < 0)
-            goto fail;
-    }
-    if (oset(o, "socketpair_unix", json_boolean(sp->socketpair_unix)) < 0 ||
-        oset(o, "deny_clone_ns", json_boolean(sp->deny_clone_ns)) < 0 ||
-        oset(o, "deny_tty_inject", json_boolean(sp->deny_tty_inject)) < 0 ||
-        oset(o, "socket_errno", jerrno(sp->socket_errnum)) < 0 ||
-        oset(o, "from", jprov(&sp->prov)) < 0)
-        goto fail;
-    return o;
-fail:
-    json_decref(deny);
-    json_decref(fam);
-    json_decref(o);
-    return NULL;
-}
-
 char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
 {
     if (!p)
@@ -1123,7 +1096,7 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
         oset(o, "protect_files", full_names(&p->protect_files)) < 0 ||
         oset(o, "secret_prefixes", full_names(&p->secret_prefixes)) < 0 ||
         oset(o, "scan_skip", full_names(&p->scan_skip)) < 0 ||
-        oset(o, "env", full_env(&p->env)) < 0 || oset(o, "seccomp", full_seccomp(&p->seccomp)) < 0)
+        oset(o, "env", full_env(&p->env)) < 0 || oset(o, "seccomp", seccomp_obj(&p->seccomp, true)) < 0)
         goto out;
     if (extra && json_object_update(o, extra) < 0)
         goto out;

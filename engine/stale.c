@@ -336,7 +336,8 @@ static void sweep_owner(int statefd, const char *name)
     a3s_stale_lock_close(fd);
 }
 
-void a3s_stale_sweep(const char *root)
+void a3s_stale_foreach(const char *root, const char *prefix,
+                       void (*fn)(int statefd, const char *name, void *ud), void *ud)
 {
     int statefd = a3s_stale_state_open(root, false, NULL);
     if (statefd < 0)
@@ -350,9 +351,21 @@ void a3s_stale_sweep(const char *root)
         close(statefd);
         return;
     }
+    size_t plen = strlen(prefix);
     for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strncmp(e->d_name, OWNER_PREFIX, strlen(OWNER_PREFIX)) == 0)
-            sweep_owner(statefd, e->d_name);
+        if (strncmp(e->d_name, prefix, plen) == 0)
+            fn(statefd, e->d_name, ud);
     closedir(d);
     close(statefd);
+}
+
+static void sweep_owner_cb(int statefd, const char *name, void *ud)
+{
+    (void)ud;
+    sweep_owner(statefd, name);
+}
+
+void a3s_stale_sweep(const char *root)
+{
+    a3s_stale_foreach(root, OWNER_PREFIX, sweep_owner_cb, NULL);
 }

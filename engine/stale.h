@@ -47,4 +47,9 @@ void a3s_stale_scratch_disown(const char *scratch);
  * record. Reads only the state directory. */
 void a3s_stale_sweep(const char *root);
 
+/* Call fn(statefd, name, ud) for every entry of the state dir under root whose name
+ * starts with prefix (best effort: nothing happens if the dir is absent). */
+void a3s_stale_foreach(const char *root, const char *prefix,
+                       void (*fn)(int statefd, const char *name, void *ud), void *ud);
+
 #endif
