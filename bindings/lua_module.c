@@ -199,6 +199,18 @@ static int l_plan(lua_State *L)
     return push_json_text(L, a3s_sandbox_plan_json(sb, &err), &err);
 }
 
+static int l_explain(lua_State *L)
+{
+    a3s_sandbox *sb = check_sb(L);
+    a3s_error err = {0};
+    char *text = a3s_sandbox_plan_explain(sb, &err);
+    if (!text)
+        return push_fail(L, err.msg);
+    lua_pushstring(L, text);
+    free(text);
+    return 1;
+}
+
 static int l_capabilities(lua_State *L)
 {
     a3s_sandbox *sb = check_sb(L);
@@ -366,7 +378,7 @@ static int l_exec(lua_State *L)
 
 static const luaL_Reg sandbox_methods[] = {
     {"probe", l_probe},   {"exec", l_exec},
-    {"digest", l_digest}, {"plan", l_plan},
+    {"digest", l_digest}, {"plan", l_plan}, {"explain", l_explain},
     {"capabilities", l_capabilities}, {"close", l_close},
     {NULL, NULL},
 };

@@ -18,6 +18,7 @@
 #include "capture.h"
 #include "env.h"
 #include "exec.h"
+#include "explain.h"
 #include "pin.h"
 #include "plan.h"
 #include "policy_runtime.h"
@@ -709,6 +710,18 @@ char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
     json_decref(extra);
     prepared_free(&pp);
     return out;
+}
+
+char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err)
+{
+    char *json = a3s_sandbox_plan_json(sb, err);
+    if (!json)
+        return NULL;
+    char *text = a3s_plan_explain(json);
+    free(json);
+    if (!text)
+        a3s_fail(err, A3S_ERR_INTERNAL, "plan: out of memory");
+    return text;
 }
 
 char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)

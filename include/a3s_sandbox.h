@@ -122,6 +122,9 @@ int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
 /* Frozen plan / capability report as JSON text (malloc'd); NULL and err on failure. */
 char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err);
 char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
+/* The frozen plan as readable text, every rule with the policy file:line that produced
+ * it (malloc'd); NULL and err on failure. */
+char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
 
 /* Evaluate and validate a policy file without a sandbox; A3S_OK when it is valid. */
 int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err);

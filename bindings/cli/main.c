@@ -21,7 +21,7 @@ static const char usage_text[] =
     "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
     "       a3s-sandbox [run] [OPTIONS] -c 'SHELL COMMAND'\n"
     "       a3s-sandbox probe        [--policy P] [-w DIR]\n"
-    "       a3s-sandbox plan         [--policy P] [-w DIR]\n"
+    "       a3s-sandbox plan         [--policy P] [-w DIR] [--explain]\n"
     "       a3s-sandbox digest       [--policy P] [-w DIR]\n"
     "       a3s-sandbox capabilities [--policy P] [-w DIR]\n"
     "       a3s-sandbox check POLICY [-w DIR]\n"
@@ -96,7 +96,7 @@ typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check */
     const char *policy, *workspace, *shell_command, *check_policy;
     double timeout_s;
-    bool has_timeout, json, allow_process_host;
+    bool has_timeout, json, allow_process_host, explain;
     const char **env;
     size_t nenv;
     char **argv;
@@ -173,6 +173,8 @@ static void parse(cli *c, int argc, char **argv)
         } else if (run && !strcmp(a, "-c")) {
             NEED_VALUE();
             c->shell_command = v;
+        } else if (!strcmp(c->cmd, "plan") && !strcmp(a, "--explain")) {
+            c->explain = true;
         } else if (!strcmp(a, "--json")) {
             c->json = true;
         } else if (!strcmp(a, "--allow-process-host")) {
@@ -288,7 +290,8 @@ int main(int argc, char **argv)
         else
             printf("%s\n", d);
     } else if (!strcmp(c.cmd, "plan") || !strcmp(c.cmd, "capabilities")) {
-        char *s = !strcmp(c.cmd, "plan") ? a3s_sandbox_plan_json(sb, &err)
+        char *s = !strcmp(c.cmd, "plan") ? (c.explain ? a3s_sandbox_plan_explain(sb, &err)
+                                                      : a3s_sandbox_plan_json(sb, &err))
                                          : a3s_sandbox_capabilities_json(sb, &err);
         if (!s)
             rc = fail(c.cmd, &err);

@@ -10,9 +10,15 @@ ws=$(tmpdir)
 outer() {
   local o e
   o=$(mktemp) e=$(mktemp)
+  # /tmp is replaced by a tmpfs, so re-expose what the CLI needs wherever it lives.
+  local keep=()
+  for d in "$(dirname "$A3S")" "${A3S_SOURCE_DIR:-}" "$(dirname "${A3S_SANDBOX_LAUNCHER:-/}")" \
+           ${A3S_SANDBOX_POLICY_PATH:+"$A3S_SANDBOX_POLICY_PATH"}; do
+    [ -n "$d" ] && [ -d "$d" ] && keep+=(--ro-bind "$d" "$d")
+  done
+  keep+=(--bind "$ws" "$ws")
   bwrap --unshare-user --disable-userns --ro-bind / / --dev /dev --proc /proc \
-    --tmpfs /tmp --bind "$ws" "$ws" --ro-bind "$(dirname "$A3S")" "$(dirname "$A3S")" \
-    -- "$A3S" "$@" >"$o" 2>"$e" </dev/null
+    --tmpfs /tmp "${keep[@]}" -- "$A3S" "$@" >"$o" 2>"$e" </dev/null
   RC=$?
   OUT=$(cat "$o") ERR=$(cat "$e")
   rm -f "$o" "$e"
