@@ -14,7 +14,7 @@ outer() {
   local keep=()
   for d in "$(dirname "$A3S")" "${A3S_SOURCE_DIR:-}" "$(dirname "${A3S_SANDBOX_LAUNCHER:-/}")" \
            ${A3S_SANDBOX_POLICY_PATH:+"$A3S_SANDBOX_POLICY_PATH"}; do
-    [ -n "$d" ] && [ -d "$d" ] && keep+=(--ro-bind "$d" "$d")
+    [ -n "$d" ] && [ "$d" != / ] && [ -d "$d" ] && keep+=(--ro-bind "$d" "$d")
   done
   keep+=(--bind "$ws" "$ws")
   bwrap --unshare-user --disable-userns --ro-bind / / --dev /dev --proc /proc \
