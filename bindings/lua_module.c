@@ -211,6 +211,29 @@ static int l_explain(lua_State *L)
     return 1;
 }
 
+/* sb:replace_policy(policy, { allow_broadening = false }) -> true | nil, err */
+static int l_replace_policy(lua_State *L)
+{
+    static const char *const keys[] = {"allow_broadening", NULL};
+    a3s_sandbox *sb = check_sb(L);
+    const char *policy = luaL_checkstring(L, 2);
+    bool allow = false;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        check_keys(L, 3, "replace_policy", keys);
+        int t = lua_getfield(L, 3, "allow_broadening");
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+            return luaL_error(L, "option 'allow_broadening' must be a boolean");
+        allow = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    a3s_error err = {0};
+    if (a3s_sandbox_replace_policy(sb, policy, allow, &err) != A3S_OK)
+        return push_fail(L, err.msg);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int l_capabilities(lua_State *L)
 {
     a3s_sandbox *sb = check_sb(L);
@@ -379,7 +402,8 @@ static int l_exec(lua_State *L)
 static const luaL_Reg sandbox_methods[] = {
     {"probe", l_probe},   {"exec", l_exec},
     {"digest", l_digest}, {"plan", l_plan}, {"explain", l_explain},
-    {"capabilities", l_capabilities}, {"close", l_close},
+    {"capabilities", l_capabilities}, {"replace_policy", l_replace_policy},
+    {"close", l_close},
     {NULL, NULL},
 };
 

@@ -23,6 +23,7 @@
 #include "plan.h"
 #include "policy_runtime.h"
 #include "scan.h"
+#include "update.h"
 #include "stale.h"
 #include "a3s_seccomp.h"
 #include "util.h"
@@ -759,6 +760,53 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
     if (!s)
         a3s_fail(err, A3S_ERR_INTERNAL, "capabilities: out of memory");
     return s;
+}
+
+int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_broadening,
+                               a3s_error *err)
+{
+    if (!policy)
+        return a3s_fail(err, A3S_ERR_INVALID, "replace_policy: no policy given"), A3S_ERR_INVALID;
+    a3s_policy_src next_src = {0};
+    if (a3s_policy_resolve(policy, (const char *const *)sb->search_path.v, &next_src, err) < 0)
+        return err ? err->code : A3S_ERR_POLICY;
+    /* Both evaluated against one context, so only the policies differ. */
+    char *scratch = NULL;
+    a3s_plan *cur = NULL, *next = NULL;
+    int rc = A3S_ERR_INTERNAL;
+    if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0) {
+        a3s_fail(err, rc, "out of memory");
+        goto out;
+    }
+    if (!(cur = compile(sb, scratch, err))) {
+        rc = err ? err->code : A3S_ERR_POLICY;
+        goto out;
+    }
+    a3s_policy_src saved = sb->src;
+    sb->src = next_src;
+    next = compile(sb, scratch, err);
+    sb->src = saved;
+    if (!next) {
+        rc = err ? err->code : A3S_ERR_POLICY;
+        goto out;
+    }
+    char why[512];
+    if (!allow_broadening && a3s_plan_broadens(cur, next, why, sizeof why)) {
+        rc = A3S_ERR_POLICY;
+        a3s_fail(err, rc, "policy update broadens the sandbox: %s (%s -> %s); set "
+                 "allow_broadening to accept it", why, cur->name, next->name);
+        goto out;
+    }
+    a3s_policy_src_free(&sb->src);
+    sb->src = next_src;
+    memset(&next_src, 0, sizeof next_src);
+    rc = A3S_OK;
+out:
+    a3s_policy_src_free(&next_src);
+    a3s_plan_free(cur);
+    a3s_plan_free(next);
+    free(scratch);
+    return rc;
 }
 
 int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err)

@@ -126,6 +126,14 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
  * it (malloc'd); NULL and err on failure. */
 char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
 
+/* Switch the sandbox to another policy (name or file) for the executions that follow.
+ * The new policy is evaluated and validated first; unless allow_broadening, an update
+ * that grants anything the current policy does not (see engine/update.h) is refused
+ * with A3S_ERR_POLICY ("policy update broadens <what>; set allow_broadening to accept
+ * it") and nothing changes. */
+int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_broadening,
+                               a3s_error *err);
+
 /* Evaluate and validate a policy file without a sandbox; A3S_OK when it is valid. */
 int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err);
 

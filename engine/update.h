@@ -1,0 +1,19 @@
+/* Monotonic policy updates (replace_policy): field-by-field "is it broader?". */
+#ifndef A3S_UPDATE_H
+#define A3S_UPDATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "plan.h"
+
+/* true when `next` grants anything `cur` does not: network; a new writable root or
+ * read-only exposure; a removed hide/tmpfs/protect/mask rule; a removed protected name or
+ * secret prefix; a new scan skip; more env kept or less stripped; any change of an env
+ * value set; a removed syscall denial, a new socket family, a weaker seccomp switch; a
+ * raised deadline/output/open-files/core limit. `why` gets the first broadening found
+ * ("adds writable root /x"). Discovered (host-derived) entries are ignored: evaluate both
+ * plans against the same context. */
+bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, size_t n);
+
+#endif

@@ -1,0 +1,109 @@
+-- Monotonic policy updates through the Lua module: sb:replace_policy(p, opts) accepts a
+-- narrowing, refuses a broadening without allow_broadening (nothing changes: same digest,
+-- same behaviour), and accepts it with the explicit opt-in.
+local found, lu = pcall(require, "luaunit")
+if not found then
+  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
+  lu = require "luaunit"
+end
+local sandbox = require "a3s_sandbox"
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read "a"
+  p:close()
+  return (out:gsub("\n+$", ""))
+end
+local dirs = {}
+local function tmpdir()
+  local d = sh "mktemp -d \"${TMPDIR:-/tmp}/a3s-lua-update-XXXXXX\""
+  dirs[#dirs + 1] = d
+  return d
+end
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+TestUpdate = {}
+
+function TestUpdate:setUp()
+  self.ws, self.pol = tmpdir(), tmpdir()
+  write(self.pol .. "/tight.lua", [[
+local plan = a3s.extend("baseline", "tight")
+plan:limits{ timeout_ms = 2000, output_bytes = 4096 }
+plan:protect_names{ dirs = { "ci" } }
+return plan
+]])
+  write(self.pol .. "/wider.lua", [[
+local plan = a3s.extend("baseline", "wider")
+plan:env_keep{ "AWS_SECRET_ACCESS_KEY" }
+return plan
+]])
+  local sb, err = sandbox.new{ workspace = self.ws }
+  lu.assertNotNil(sb, err)
+  self.sb = sb
+end
+
+function TestUpdate:tearDown()
+  if self.sb then self.sb:close() end
+end
+
+function TestUpdate:test_narrowing_is_accepted_without_opt_in()
+  local before = self.sb:digest()
+  local ok, err = self.sb:replace_policy(self.pol .. "/tight.lua")
+  lu.assertTrue(ok, err)
+  lu.assertNotEquals(self.sb:digest(), before)
+  local r = assert(self.sb:exec("sleep 5", { timeout = 30 }))
+  lu.assertTrue(r.timed_out, "the new 2 s ceiling applies")
+end
+
+function TestUpdate:test_broadening_is_refused_and_nothing_changes()
+  assert(self.sb:replace_policy(self.pol .. "/tight.lua"))
+  local digest = self.sb:digest()
+  local ok, err = self.sb:replace_policy("baseline")
+  lu.assertNil(ok)
+  lu.assertStrContains(err, "broadens")
+  lu.assertStrContains(err, "allow_broadening")
+  lu.assertEquals(self.sb:digest(), digest, "refused update leaves the policy as it was")
+  local r = assert(self.sb:exec("sleep 5", { timeout = 30 }))
+  lu.assertTrue(r.timed_out, "still the tight policy")
+end
+
+function TestUpdate:test_each_direction_needs_its_own_opt_in()
+  local ok, err = self.sb:replace_policy(self.pol .. "/wider.lua")
+  lu.assertNil(ok)
+  lu.assertStrContains(err, "env keep 'AWS_SECRET_ACCESS_KEY'")
+  ok, err = self.sb:replace_policy(self.pol .. "/wider.lua", { allow_broadening = true })
+  lu.assertTrue(ok, err)
+  -- tight drops the extra keep, lowers the limits and adds a protection: narrower.
+  ok, err = self.sb:replace_policy(self.pol .. "/tight.lua")
+  lu.assertTrue(ok, err)
+  -- back to baseline raises the limits again: refused until opted in once more.
+  ok, err = self.sb:replace_policy("baseline")
+  lu.assertNil(ok)
+  lu.assertStrContains(err, "raises limit")
+  ok, err = self.sb:replace_policy("baseline", { allow_broadening = true })
+  lu.assertTrue(ok, err)
+end
+
+function TestUpdate:test_a_broken_new_policy_is_an_error_and_keeps_the_old_one()
+  write(self.pol .. "/broken.lua", "return 42\n")
+  local digest = self.sb:digest()
+  local ok, err = self.sb:replace_policy(self.pol .. "/broken.lua", { allow_broadening = true })
+  lu.assertNil(ok)
+  lu.assertStrContains(err, "broken.lua")
+  lu.assertEquals(self.sb:digest(), digest)
+end
+
+function TestUpdate:test_misuse_raises()
+  lu.assertErrorMsgContains("unknown option", function()
+    self.sb:replace_policy("baseline", { allow = true })
+  end)
+  lu.assertError(function() self.sb:replace_policy(true) end)
+end
+
+local rc = lu.LuaUnit.run()
+for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
+os.exit(rc)
