@@ -83,7 +83,7 @@ function TestUpdate:test_each_direction_needs_its_own_opt_in()
   -- back to baseline raises the limits again: refused until opted in once more.
   ok, err = self.sb:replace_policy("baseline")
   lu.assertNil(ok)
-  lu.assertStrContains(err, "raises limit")
+  lu.assertStrContains(err, "broadens the sandbox")
   ok, err = self.sb:replace_policy("baseline", { allow_broadening = true })
   lu.assertTrue(ok, err)
 end
