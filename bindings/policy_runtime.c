@@ -653,13 +653,13 @@ static void set_prov(lua_State *L, a3s_prov *pv)
 /* ------------------------------------------------------------------ plan methods */
 
 typedef struct fs_opts {
-    bool optional, discovered;
+    bool optional, discovered, broaden;
 } fs_opts;
 
 /* Strict options table { optional = bool, discovered = bool } at arg. [-0, +0, v] */
 static void check_fs_opts(lua_State *L, int arg, const char *fname, fs_opts *o)
 {
-    o->optional = o->discovered = false;
+    o->optional = o->discovered = o->broaden = false;
     if (lua_isnoneornil(L, arg))
         return;
     luaL_checktype(L, arg, LUA_TTABLE);
@@ -670,9 +670,11 @@ static void check_fs_opts(lua_State *L, int arg, const char *fname, fs_opts *o)
         const char *k = lua_tostring(L, -2);
         bool *dst = strcmp(k, "optional") == 0     ? &o->optional
                     : strcmp(k, "discovered") == 0 ? &o->discovered
+                    : strcmp(k, "broaden") == 0    ? &o->broaden
                                                    : NULL;
         if (!dst)
-            luaL_error(L, "%s: unknown option '%s' (known: optional, discovered)", fname, k);
+            luaL_error(L, "%s: unknown option '%s' (known: optional, discovered, broaden)",
+                       fname, k);
         if (lua_type(L, -1) != LUA_TBOOLEAN)
             luaL_error(L, "%s: option '%s' must be a boolean, got %s", fname, k,
                        luaL_typename(L, -1));
@@ -693,8 +695,11 @@ static int fs_method(lua_State *L, enum a3s_fs_kind kind, const char *fname)
     caller_prov(L, &file, &line);
     rt_charge(L, sizeof(a3s_fs_rule) + strlen(path) + strlen(file) + 2);
     a3s_error e;
+    if (o.broaden && kind != A3S_FS_RW)
+        luaL_error(L, "%s: option 'broaden' only applies to writable roots", fname);
     if (a3s_plan_add_fs(p, kind, path, o.optional, o.discovered, file, line, &e) < 0)
         return raise_plan_error(L, &e);
+    p->fs[p->nfs - 1].broaden = o.broaden;
     lua_settop(L, 1);
     return 1;
 }

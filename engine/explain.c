@@ -114,8 +114,10 @@ char *a3s_plan_explain(const char *plan_json)
         const char *kind = str(r, "kind");
         bool disc = json_is_true(json_object_get(r, "discovered"));
         bool opt = json_is_true(json_object_get(r, "optional"));
+        bool broad = json_is_true(json_object_get(r, "broaden"));
         char what[96];
-        snprintf(what, sizeof what, "%s%s%s", kind_meaning(kind), disc ? ", discovered" : "",
+        snprintf(what, sizeof what, "%s%s%s%s", kind_meaning(kind),
+                 broad ? ", BROADENING" : "", disc ? ", discovered" : "",
                  opt && strcmp(kind, "mask") ? ", if present" : "");
         fprintf(f, "  %-9s %-40s %-36s ^ %s\n", kind, str(r, "path"), what,
                 *str(r, "from") ? from(r, trim) : (disc ? "<scan>" : "<engine>"));

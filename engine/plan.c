@@ -437,10 +437,12 @@ static int validate_fs_rule(const a3s_plan *p, const a3s_fs_rule *r, a3s_error *
             return a3s_fail(err, A3S_ERR_POLICY,
                             "plan: writable root / (%s) is never allowed",
                             prov_str(&r->prov, pb, sizeof pb));
-        if (!root_covers(p->workspace, r->path) && !root_covers(p->scratch, r->path))
+        if (!r->broaden && !root_covers(p->workspace, r->path) &&
+            !root_covers(p->scratch, r->path))
             return a3s_fail(err, A3S_ERR_POLICY,
                             "plan: writable root %s (%s) is outside the workspace and the "
-                            "scratch dir%s",
+                            "scratch dir%s; declare it with { broaden = true } if that is "
+                            "intended",
                             r->path, prov_str(&r->prov, pb, sizeof pb),
                             p->workspace || p->scratch ? ""
                                                        : " (neither root is set)");
@@ -837,7 +839,9 @@ static json_t *canon_fs(const a3s_plan *p)
         json_t *o = json_object();
         bool ok = oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) == 0 &&
                   oset(o, "path", jsymbolic_path(p, r->path)) == 0 &&
-                  oset(o, "optional", json_boolean(r->optional)) == 0;
+                  oset(o, "optional", json_boolean(r->optional)) == 0 &&
+                  /* only when declared, so plans without it keep their digests */
+                  (!r->broaden || oset(o, "broaden", json_true()) == 0);
         if (push_built(a, o, ok) < 0) {
             json_decref(a);
             return NULL;
@@ -1014,6 +1018,7 @@ static json_t *full_fs(const a3s_plan *p)
         bool ok = oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) == 0 &&
                   oset(o, "path", jtext(r->path)) == 0 &&
                   oset(o, "optional", json_boolean(r->optional)) == 0 &&
+                  oset(o, "broaden", json_boolean(r->broaden)) == 0 &&
                   oset(o, "discovered", json_boolean(r->discovered)) == 0 &&
                   oset(o, "from", jprov(&r->prov)) == 0;
         if (push_built(a, o, ok) < 0) {

@@ -40,6 +40,8 @@ typedef struct a3s_fs_rule {
     char *path;      /* clean absolute path */
     bool optional;   /* a missing path is skipped (else: error at enforcement) */
     bool discovered; /* found by scanning/host env: excluded from the digest */
+    bool broaden;    /* RW only: an explicit broadening declaration, which allows a
+                        writable root outside the workspace and the scratch dir */
     a3s_prov prov;
 } a3s_fs_rule;
 

@@ -299,9 +299,24 @@ static void test_validate(void)
         ok(rc == -1 && e.code == A3S_ERR_POLICY, "RW outside the roots refused");
         ok_streq(e.msg,
                  "plan: writable root /etc (policies/x.lua:12) is outside the workspace and "
-                 "the scratch dir",
+                 "the scratch dir; declare it with { broaden = true } if that is intended",
                  "RW outside: exact message");
         a3s_plan_free(p);
+    }
+    {
+        /* The explicit broadening declaration allows it, and is part of the digest. */
+        a3s_plan *p = with_fs(A3S_FS_RW, "/etc", "policies/x.lua", 12);
+        a3s_plan *q = with_fs(A3S_FS_RW, "/etc", "policies/x.lua", 12);
+        p->fs[p->nfs - 1].broaden = true;
+        q->fs[q->nfs - 1].broaden = true;
+        ok(a3s_plan_validate(p, &e) == 0, "RW outside with broaden accepted");
+        char d1[65], d2[65];
+        q->fs[q->nfs - 1].broaden = false;
+        a3s_plan_digest(p, d1, &e);
+        a3s_plan_digest(q, d2, &e);
+        ok(strcmp(d1, d2) != 0, "broaden changes the digest");
+        a3s_plan_free(p);
+        a3s_plan_free(q);
     }
     expect_refused(with_fs(A3S_FS_RW, "/home/alice", "x.lua", 3), "RW on HOME (above the ws)",
                    "writable root /home/alice", "x.lua:3", NULL);
