@@ -116,7 +116,7 @@ static int push_json_text(lua_State *L, char *text, const a3s_error *err)
     if (!text)
         return push_fail(L, err->msg);
     json_error_t je;
-    json_t *v = json_loads(text, 0, &je);
+    json_t *v = json_loads(text, JSON_ALLOW_NUL, &je); /* output may hold NUL bytes */
     free(text);
     if (!v)
         return push_fail(L, "a3s_sandbox: malformed JSON from the engine");

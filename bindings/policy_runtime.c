@@ -727,6 +727,44 @@ static int m_rule_kind(lua_State *L)
     return 1;
 }
 
+/* plan:replace(path, kind [, opts]) -> plan: every rule already declared for exactly
+ * `path` (typically by the base policy) becomes a rule of `kind` with the given options,
+ * attributed to the caller; its place in the declaration order is kept. Replacing a
+ * path that has no rule is an error, so a typo cannot silently add one. [-(3|4), +1, v] */
+static int m_replace(lua_State *L)
+{
+    a3s_plan *p = check_plan(L);
+    const char *path = check_rule_path(L, 2);
+    const char *kname = luaL_checkstring(L, 3);
+    int kind = -1;
+    for (int k = 0; k < A3S_FS_KIND_COUNT; k++)
+        if (strcmp(kname, a3s_fs_kind_name((enum a3s_fs_kind)k)) == 0)
+            kind = k;
+    if (kind < 0)
+        return luaL_error(L, "replace: unknown kind '%s' (known: hide, tmpfs, read_only, "
+                             "writable, protect, mask)", kname);
+    fs_opts o;
+    check_fs_opts(L, 4, "replace", &o);
+    if (o.broaden && kind != A3S_FS_RW)
+        luaL_error(L, "replace: option 'broaden' only applies to writable roots");
+    size_t n = 0;
+    for (size_t i = 0; i < p->nfs; i++) {
+        a3s_fs_rule *r = &p->fs[i];
+        if (strcmp(r->path, path) != 0)
+            continue;
+        set_prov(L, &r->prov);
+        r->kind = (enum a3s_fs_kind)kind;
+        r->optional = o.optional;
+        r->discovered = o.discovered;
+        r->broaden = o.broaden;
+        n++;
+    }
+    if (n == 0)
+        return luaL_error(L, "replace: no rule declared for %s", path);
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* Append every string of the list at arg to l. [-0, +0, v] */
 static void add_names(lua_State *L, int arg, a3s_name_list *l, const char *fname)
 {
@@ -1039,6 +1077,7 @@ static const luaL_Reg plan_methods[] = {
     {"protect", m_protect},
     {"mask", m_mask},
     {"rule_kind", m_rule_kind},
+    {"replace", m_replace},
     {"protect_names", m_protect_names},
     {"secret_prefix", m_secret_prefix},
     {"scan_skip", m_scan_skip},
