@@ -1183,7 +1183,8 @@ static int l_extend(lua_State *L)
 static int h_exists(lua_State *L)
 {
     struct stat st;
-    lua_pushboolean(L, lstat(check_abs(L, 1), &st) == 0);
+    const char *p = check_abs(L, 1);
+    lua_pushboolean(L, !rt_get(L)->ctx->neutral && lstat(p, &st) == 0);
     return 1;
 }
 
@@ -1192,7 +1193,8 @@ static int h_exists(lua_State *L)
 static int h_is_dir(lua_State *L)
 {
     struct stat st;
-    lua_pushboolean(L, lstat(check_abs(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+    const char *p = check_abs(L, 1);
+    lua_pushboolean(L, !rt_get(L)->ctx->neutral && lstat(p, &st) == 0 && S_ISDIR(st.st_mode));
     return 1;
 }
 
@@ -1200,7 +1202,8 @@ static int h_is_dir(lua_State *L)
 static int h_realpath(lua_State *L)
 {
     char buf[PATH_MAX];
-    if (realpath(check_abs(L, 1), buf))
+    const char *p = check_abs(L, 1);
+    if (!rt_get(L)->ctx->neutral && realpath(p, buf))
         lua_pushstring(L, buf);
     else
         lua_pushnil(L);
@@ -1232,6 +1235,10 @@ static int h_glob_prefix(lua_State *L)
     const char *prefix = check_str(L, 2, &plen);
     luaL_argcheck(L, !strchr(prefix, '/'), 2, "prefix must not contain '/'");
     lua_settop(L, 2);
+    if (rt_get(L)->ctx->neutral) { /* a neutral host has no entries */
+        lua_newtable(L);
+        return 1;
+    }
     /* The DIR* belongs to a userdata, so an error while listing cannot leak it. */
     dirbox *b = lua_newuserdatauv(L, sizeof *b, 0); /* 3 */
     b->d = NULL;
@@ -1387,9 +1394,10 @@ static int l_table_guard(lua_State *L)
 
 /* Pattern matching is one C call the hook cannot interrupt, and backtracking makes it
  * polynomial: each '*', '+', '-' (and %b, %1-%9) may multiply the work by the subject
- * length, and unanchored searches try every start. Refuse calls whose worst case
- * (len+1)^(quantifiers + 1) exceeds RT_MATCH_BUDGET steps. upvalues: 1 the function,
- * 2 its name. [-?, +?, e] */
+ * length, unanchored searches try every start, and every start may compare the whole
+ * pattern (a plain find too). Refuse calls whose worst case
+ * (len+1)^(quantifiers + 1) * (pattern length + 1) exceeds RT_MATCH_BUDGET steps.
+ * upvalues: 1 the function, 2 its name. [-?, +?, e] */
 #define RT_MATCH_BUDGET 2e8 /* about a second of matching, worst case */
 
 static int l_pattern_guard(lua_State *L)
@@ -1399,9 +1407,9 @@ static int l_pattern_guard(lua_State *L)
     luaL_checklstring(L, 1, &sl);
     const char *p = luaL_checklstring(L, 2, &pl);
     bool plain = strcmp(name, "find") == 0 && lua_toboolean(L, 4);
-    if (!plain) {
+    {
         int q = 0;
-        for (size_t i = 0; i < pl; i++) {
+        for (size_t i = 0; !plain && i < pl; i++) {
             if (p[i] == '%' && i + 1 < pl) {
                 i++;
                 if (p[i] == 'b' || (p[i] >= '1' && p[i] <= '9'))
@@ -1411,8 +1419,8 @@ static int l_pattern_guard(lua_State *L)
             }
         }
         /* '^' anchors find/match/gsub to one start; gmatch ignores it. */
-        int e = q + ((pl > 0 && p[0] == '^' && strcmp(name, "gmatch") != 0) ? 0 : 1);
-        double cost = 1;
+        int e = q + ((!plain && pl > 0 && p[0] == '^' && strcmp(name, "gmatch") != 0) ? 0 : 1);
+        double cost = (double)pl + 1;
         for (int i = 0; i < e && cost <= RT_MATCH_BUDGET; i++)
             cost *= (double)sl + 1;
         if (cost > RT_MATCH_BUDGET)
@@ -1552,7 +1560,7 @@ static void push_ctx(lua_State *L, const a3s_policy_ctx *c)
     lua_newtable(L);
     int env = lua_gettop(L);
     const char *path_value = NULL;
-    for (size_t i = 0; c->host_env && c->host_env[i]; i++) {
+    for (size_t i = 0; !c->neutral && c->host_env && c->host_env[i]; i++) {
         const char *kv = c->host_env[i], *eq = strchr(kv, '=');
         if (!eq || eq == kv)
             continue;

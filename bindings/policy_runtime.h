@@ -11,6 +11,10 @@ typedef struct a3s_policy_ctx {
     const char *const *host_env;                  /* "K=V", NULL-terminated */
     const char *const *search_path;               /* policy dirs, NULL-terminated */
     const char *platform;                         /* "linux" */
+    /* Neutral host: no environment, no PATH dirs, and every host query answers "absent".
+     * The digest is computed from an evaluation against neutral roots in this mode, so
+     * no fact of the real host can reach it. */
+    bool neutral;
 } a3s_policy_ctx;
 
 typedef struct a3s_policy_src {

@@ -35,6 +35,7 @@ extern char **environ;
 
 struct a3s_sandbox {
     char *workspace, *bwrap, *shell, *home, *tmp;
+    char digest[65]; /* of the current policy, computed once; "" until then */
     char *launcher; /* a3s-sandbox-launch, or NULL: the argv form goes through bash */
     a3s_policy_src src;
     a3s_strv search_path;
@@ -155,6 +156,37 @@ static a3s_plan *compile(a3s_sandbox *sb, const char *scratch, a3s_error *err)
 }
 
 static int quick_probe(a3s_sandbox *sb, a3s_error *err);
+
+/* The policy digest: the canonical plan of an evaluation against a neutral host (fixed
+ * symbolic roots, no environment, no PATH, every host query "absent"), so the same
+ * policy gives the same digest on every host, for every user and workspace, and nothing
+ * the scan or the host contributes can change it. Cached until the policy changes. */
+#define NEUTRAL "/a3s-sandbox-neutral"
+static int policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
+{
+    if (!sb->digest[0]) {
+        a3s_policy_ctx ctx = {
+            .workspace = NEUTRAL "/workspace",
+            .scratch = NEUTRAL "/scratch",
+            .home = NEUTRAL "/home",
+            .tmp = NEUTRAL "/tmp",
+            .search_path = (const char *const *)sb->search_path.v,
+            .platform = "linux",
+            .neutral = true,
+        };
+        a3s_plan *p = a3s_policy_eval(&sb->src, &ctx, err);
+        if (!p)
+            return -1;
+        int rc = a3s_plan_digest(p, sb->digest, err);
+        a3s_plan_free(p);
+        if (rc < 0) {
+            sb->digest[0] = '\0';
+            return -1;
+        }
+    }
+    memcpy(out, sb->digest, 65);
+    return 0;
+}
 
 a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
 {
@@ -330,7 +362,7 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
         return -1;
     if (!(pp->plan = compile(sb, pp->scratch, err)))
         goto fail;
-    if (a3s_plan_digest(pp->plan, pp->digest, err) < 0)
+    if (policy_digest(sb, pp->digest, err) < 0)
         goto fail;
     if (a3s_scan_workspace(pp->plan, &pp->scan, err) < 0)
         goto fail;
@@ -665,16 +697,7 @@ int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err)
 
 int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
 {
-    char *scratch = NULL;
-    if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
-        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory"), A3S_ERR_INTERNAL;
-    a3s_plan *p = compile(sb, scratch, err);
-    free(scratch);
-    if (!p)
-        return err ? err->code : A3S_ERR_POLICY;
-    int rc = a3s_plan_digest(p, out, err);
-    a3s_plan_free(p);
-    return rc < 0 ? (err ? err->code : A3S_ERR_INTERNAL) : A3S_OK;
+    return policy_digest(sb, out, err) < 0 ? (err ? err->code : A3S_ERR_POLICY) : A3S_OK;
 }
 
 char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
@@ -692,6 +715,7 @@ char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
     for (size_t i = 0; i < pp.scan.missing_files.n; i++)
         json_array_append_new(pins, json_string(pp.scan.missing_files.v[i]));
     json_object_set_new(extra, "policy_digest", json_string(pp.digest));
+    json_object_set_new(extra, "digest", json_string(pp.digest)); /* the one that counts */
     json_object_set_new(extra, "backend", json_string(a3s_sandbox_backend(sb)));
     json_object_set_new(extra, "pins", pins);
     if (argv && !sb->process_host)
@@ -800,6 +824,7 @@ int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_b
     a3s_policy_src_free(&sb->src);
     sb->src = next_src;
     memset(&next_src, 0, sizeof next_src);
+    sb->digest[0] = '\0'; /* a new policy, a new digest */
     rc = A3S_OK;
 out:
     a3s_policy_src_free(&next_src);
