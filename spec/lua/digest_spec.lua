@@ -1,0 +1,119 @@
+-- Policy digest vectors (SPEC §4 Digest): pinned for the shipped policies, identical
+-- across workspaces, users' homes, PATHs and hosts (the digest comes from an evaluation
+-- against a neutral host), and different for any rule change.
+--
+-- When a shipped policy changes on purpose, its vector here changes with it: update it
+-- in the same commit (the point of the vector is that nothing changes it by accident).
+local found, lu = pcall(require, "luaunit")
+if not found then
+  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
+  lu = require "luaunit"
+end
+local sandbox = require "a3s_sandbox"
+
+local VECTORS = {
+  baseline = "1bb086360c72613b2ef7947f77256a45fe53d8fa6198623bf4a8a5908885bc1c",
+}
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read "a"
+  p:close()
+  return (out:gsub("\n+$", ""))
+end
+local dirs = {}
+local function tmpdir()
+  local d = sh "mktemp -d \"${TMPDIR:-/tmp}/a3s-lua-digest-XXXXXX\""
+  dirs[#dirs + 1] = d
+  return d
+end
+local function digest(policy, ws)
+  local sb = assert(sandbox.new{ workspace = ws or tmpdir(), policy = policy })
+  local d = assert(sb:digest())
+  sb:close()
+  return d
+end
+-- The digest as another process with another HOME and PATH computes it.
+local function digest_elsewhere(env, ws)
+  local code = [[local s = require "a3s_sandbox"
+    local sb = assert(s.new{ workspace = os.getenv("WS") }); io.write(assert(sb:digest()))]]
+  return sh(string.format("cd / && env WS=%q %s LUA_CPATH=%q lua5.4 -e %q 2>&1", ws, env,
+    package.cpath, code))
+end
+
+TestDigest = {}
+
+function TestDigest:test_pinned_vector_of_baseline()
+  lu.assertEquals(digest("baseline"), VECTORS.baseline)
+end
+
+function TestDigest:test_shape()
+  lu.assertStrMatches(digest("baseline"), ("%x"):rep(64))
+  lu.assertEquals(digest("baseline"):lower(), digest("baseline"))
+end
+
+function TestDigest:test_same_across_workspaces_homes_and_paths()
+  local a = digest("baseline", tmpdir())
+  local ws = tmpdir()
+  local home = tmpdir()
+  sh("mkdir -p " .. home .. "/.ssh " .. home .. "/.cargo/bin " .. home .. "/.pyenv/shims")
+  local b = digest_elsewhere("HOME=" .. home .. " PATH=" .. home .. "/.cargo/bin:/usr/bin:/bin "
+    .. "CARGO_HOME=" .. home .. "/.cargo CODEX_HOME=" .. home, ws)
+  local c = digest_elsewhere("HOME=/ PATH=/usr/bin TMPDIR=" .. tmpdir(), tmpdir())
+  lu.assertEquals(b, a)
+  lu.assertEquals(c, a)
+end
+
+function TestDigest:test_same_with_workspace_contents()
+  local ws = tmpdir()
+  local before = digest("baseline", ws)
+  sh("cd " .. ws .. " && mkdir -p .git src && echo x > .env && echo y > src/.env.local && ln src/.env.local hard")
+  lu.assertEquals(digest("baseline", ws), before, "scan discoveries are not in the digest")
+end
+
+function TestDigest:test_any_rule_change_changes_it()
+  local pol = tmpdir()
+  local changes = {
+    'plan:limits{ timeout_ms = 119999 }',
+    'plan:limits{ output_bytes = 102401 }',
+    'plan:mask("/etc/hosts", { optional = true })',
+    'plan:hide("/srv", { optional = true })',
+    'plan:read_only("/opt", { optional = true })',
+    'plan:env_keep{ "EDITOR" }',
+    'plan:env_strip{ "EDITOR" }',
+    'plan:env_set("A3S_X", "1")',
+    'plan:seccomp_deny({ "ptrace" }, "EPERM")',
+    'plan:protect_names{ dirs = { "ci" } }',
+    'plan:secret_prefix(".secret")',
+    'plan:scan_skip{ "vendor" }',
+    'plan:writable(ctx.workspace .. "/out", { optional = true })',
+  }
+  local seen = { [digest("baseline")] = "baseline" }
+  for i, change in ipairs(changes) do
+    local f = assert(io.open(pol .. "/c" .. i .. ".lua", "w"))
+    f:write('local plan = a3s.extend("baseline", "baseline")\n', change, "\nreturn plan\n")
+    f:close()
+    local d = digest(pol .. "/c" .. i .. ".lua")
+    lu.assertNil(seen[d], change .. " gave the same digest as " .. tostring(seen[d]))
+    seen[d] = change
+  end
+end
+
+function TestDigest:test_provenance_is_not_part_of_it()
+  local pol = tmpdir()
+  local f = assert(io.open(pol .. "/moved.lua", "w"))
+  f:write('\n\n\nlocal plan = a3s.extend("baseline", "baseline")\n\n\nreturn plan\n')
+  f:close()
+  lu.assertEquals(digest(pol .. "/moved.lua"), digest("baseline"))
+end
+
+function TestDigest:test_cli_agrees()
+  local ws = tmpdir()
+  local cli = os.getenv("A3S_CLI")
+  if not cli then return end
+  lu.assertEquals(sh(cli .. " digest -w " .. ws), digest("baseline", ws))
+end
+
+local rc = lu.LuaUnit.run()
+for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
+os.exit(rc)
