@@ -14,8 +14,12 @@ fi
 if [ "${A3S_SKIP_ASAN:-0}" != 1 ]; then
   echo "== unit tests under ASan+UBSan (build-asan/)"
   A3S_BUILD_DIR="$here/build-asan" "$here/scripts/build.sh" -DA3S_SANITIZE=ON
-  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$here/build-asan" -R '^unit\.' \
-    --output-on-failure -j 2 | tail -n 3
+  log=$(mktemp)
+  if ! ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$here/build-asan" -R '^unit\.' \
+       --output-on-failure -j 2 >"$log" 2>&1; then
+    cat "$log"; rm -f "$log"; exit 1
+  fi
+  tail -n 3 "$log"; rm -f "$log"
 fi
 
 echo "== full suite (build/)"

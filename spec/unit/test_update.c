@@ -39,22 +39,37 @@ static a3s_plan *base(mutation mut)
     return p;
 }
 
+/* Empty a list the way the plan owns it (the test removes declarations). */
+static void drop_names(a3s_name_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].name);
+        free(l->v[i].prov.file);
+    }
+    l->n = 0;
+}
+
 static void m_add_rw(a3s_plan *p) { a3s_plan_add_fs(p, A3S_FS_RW, "/elsewhere", false, false, "d.lua", 1, NULL); }
 static void n_rw_inside(a3s_plan *p) { a3s_plan_add_fs(p, A3S_FS_RW, "/ws/.a3s/loops", true, false, "d.lua", 1, NULL); }
 static void m_add_ro(a3s_plan *p) { a3s_plan_add_fs(p, A3S_FS_RO, "/home/u/.cache", true, false, "d.lua", 1, NULL); }
 static void m_drop_hide(a3s_plan *p) { free(p->fs[2].path); p->fs[2].path = strdup("/home/other"); }
 static void m_drop_mask(a3s_plan *p) { free(p->fs[4].path); p->fs[4].path = strdup("/etc/other"); }
 static void m_drop_tmpfs(a3s_plan *p) { p->fs[3].kind = A3S_FS_HIDE; }
-static void m_drop_protect_name(a3s_plan *p) { p->protect_dirs.n = 0; }
-static void m_drop_secret(a3s_plan *p) { p->secret_prefixes.n = 0; }
+static void m_drop_protect_name(a3s_plan *p) { drop_names(&p->protect_dirs); }
+static void m_drop_secret(a3s_plan *p) { drop_names(&p->secret_prefixes); }
 static void m_add_skip(a3s_plan *p) { a3s_plan_add_name(&p->scan_skip, "vendor", "d.lua", 1, NULL); }
 static void m_add_keep(a3s_plan *p) { a3s_plan_add_name(&p->env.keep, "AWS_SECRET_ACCESS_KEY", "d.lua", 1, NULL); }
 static void m_add_keep_prefix(a3s_plan *p) { a3s_plan_add_name(&p->env.keep_prefix, "AWS_", "d.lua", 1, NULL); }
-static void m_drop_strip(a3s_plan *p) { p->env.strip.n = 0; }
-static void m_drop_strip_prefix(a3s_plan *p) { p->env.strip_prefix.n = 0; }
+static void m_drop_strip(a3s_plan *p) { drop_names(&p->env.strip); }
+static void m_drop_strip_prefix(a3s_plan *p) { drop_names(&p->env.strip_prefix); }
 static void m_change_set(a3s_plan *p) { free(p->env.set[0].value); p->env.set[0].value = strdup("/elsewhere"); }
 static void m_add_set(a3s_plan *p) { a3s_plan_env_set(p, "LD_PRELOAD", "/x.so", "d.lua", 1, NULL); }
-static void m_drop_deny(a3s_plan *p) { p->seccomp.ndeny = 1; }
+static void m_drop_deny(a3s_plan *p)
+{
+    free(p->seccomp.deny[1].syscall);
+    free(p->seccomp.deny[1].prov.file);
+    p->seccomp.ndeny = 1;
+}
 static void m_add_family(a3s_plan *p) { a3s_plan_seccomp_allow_family(p, AF_INET, NULL); }
 static void m_clone_ns(a3s_plan *p) { p->seccomp.deny_clone_ns = false; }
 static void m_tty(a3s_plan *p) { p->seccomp.deny_tty_inject = false; }
