@@ -13,9 +13,35 @@
 
 #define SANDBOX_MT "a3s.Sandbox"
 
+/* The audit callback of a sandbox: a Lua function kept in the registry; `L` is the
+ * thread of the exec in progress (set around each exec), errors are kept and re-raised
+ * after the exec, like the observer's. */
+typedef struct laudit {
+    lua_State *L;
+    int fn_ref;
+    int err_ref;
+} laudit;
+
 typedef struct lsandbox {
     a3s_sandbox *sb;
+    laudit audit;
 } lsandbox;
+
+static int traceback(lua_State *L);
+
+static void on_audit(void *ud, const char *line)
+{
+    laudit *a = ud;
+    lua_State *L = a->L;
+    if (!L || a->err_ref != LUA_NOREF || !lua_checkstack(L, 3))
+        return;
+    lua_pushcfunction(L, traceback);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, a->fn_ref);
+    lua_pushstring(L, line);
+    if (lua_pcall(L, 1, 0, -3) != LUA_OK)
+        a->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pop(L, 1);
+}
 
 static a3s_sandbox *check_sb(lua_State *L)
 {
@@ -128,7 +154,8 @@ static int push_json_text(lua_State *L, char *text, const a3s_error *err)
 /* sandbox.new{ workspace=, policy=, allow_process_host= } -> sb | nil, err */
 static int l_new(lua_State *L)
 {
-    static const char *const keys[] = {"workspace", "policy", "allow_process_host", "bwrap", NULL};
+    static const char *const keys[] = {"workspace", "policy", "allow_process_host", "bwrap",
+                                       "audit", NULL};
     a3s_options o = {0};
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
@@ -144,7 +171,24 @@ static int l_new(lua_State *L)
     }
     lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->sb = NULL;
+    u->audit = (laudit){NULL, LUA_NOREF, LUA_NOREF};
     luaL_setmetatable(L, SANDBOX_MT);
+    if (!lua_isnoneornil(L, 1)) {
+        /* audit = "path" (JSON lines appended) or function(json_line) */
+        int t = lua_getfield(L, 1, "audit");
+        if (t == LUA_TSTRING) {
+            o.audit_path = lua_tostring(L, -1);
+            lua_pop(L, 1); /* the string stays referenced by the options table */
+        } else if (t == LUA_TFUNCTION) {
+            u->audit.fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+            o.audit_fn = on_audit;
+            o.audit_ud = &u->audit;
+        } else if (t != LUA_TNIL) {
+            return luaL_error(L, "option 'audit' must be a file path or a function");
+        } else {
+            lua_pop(L, 1);
+        }
+    }
     a3s_error err = {0};
     u->sb = a3s_sandbox_new(&o, &err);
     if (!u->sb)
@@ -157,6 +201,10 @@ static int l_close(lua_State *L)
     lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
     a3s_sandbox_free(u->sb); /* idempotent: __gc and __close may both run */
     u->sb = NULL;
+    if (u->audit.fn_ref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, u->audit.fn_ref);
+        u->audit.fn_ref = LUA_NOREF;
+    }
     return 0;
 }
 
@@ -384,7 +432,18 @@ static int l_exec(lua_State *L)
 
     a3s_result r;
     a3s_error err = {0};
+    lsandbox *u = lua_touserdata(L, 1);
+    u->audit.L = L;
     int rc = a3s_sandbox_exec(sb, &req, &r, &err);
+    u->audit.L = NULL;
+    if (u->audit.err_ref != LUA_NOREF) {
+        if (rc == A3S_OK)
+            a3s_result_free(&r);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, u->audit.err_ref);
+        luaL_unref(L, LUA_REGISTRYINDEX, u->audit.err_ref);
+        u->audit.err_ref = LUA_NOREF;
+        return lua_error(L);
+    }
     if (ob.err_ref != LUA_NOREF) {
         if (rc == A3S_OK)
             a3s_result_free(&r);

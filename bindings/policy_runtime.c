@@ -1008,41 +1008,51 @@ static int m_seccomp(lua_State *L)
 }
 
 /* plan:limits{ timeout_ms=, output_bytes=, nofile=, core_bytes=, scan_depth=,
- *              scan_entries= } -> plan: integers; ranges are plan validation's job.
+ *              scan_entries=, processes=, memory_bytes=, cpu_millicores=,
+ *              file_size_bytes= } -> plan: integers; ranges are plan validation's job,
+ * except that a quota of 0 or less is refused here (0 would read as "no quota").
  * [-2, +1, v] */
+#define NLIMITS 10
 static int m_limits(lua_State *L)
 {
     a3s_plan *p = check_plan(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
-    static const char *const keys[] = {"timeout_ms", "core_bytes", "output_bytes",
-                                       "nofile",     "scan_depth", "scan_entries"};
-    int64_t *dst[] = {&p->limits.timeout_ms, &p->limits.core_bytes, &p->limits.output_bytes,
-                      &p->limits.nofile,     &p->limits.scan_depth, &p->limits.scan_entries};
-    int64_t val[6];
-    bool set[6] = {false, false, false, false, false, false};
+    static const char *const keys[NLIMITS] = {
+        "timeout_ms", "core_bytes",   "output_bytes",   "nofile",         "scan_depth",
+        "scan_entries", "processes", "memory_bytes", "cpu_millicores", "file_size_bytes"};
+    int64_t *dst[NLIMITS] = {&p->limits.timeout_ms,     &p->limits.core_bytes,
+                             &p->limits.output_bytes,   &p->limits.nofile,
+                             &p->limits.scan_depth,     &p->limits.scan_entries,
+                             &p->limits.processes,      &p->limits.memory_bytes,
+                             &p->limits.cpu_millicores, &p->limits.file_size_bytes};
+    int64_t val[NLIMITS];
+    bool set[NLIMITS] = {false};
     lua_pushnil(L);
     while (lua_next(L, 2)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         size_t i = 0;
-        while (k && i < 6 && strcmp(k, keys[i]) != 0)
+        while (k && i < NLIMITS && strcmp(k, keys[i]) != 0)
             i++;
-        if (!k || i == 6)
+        if (!k || i == NLIMITS)
             luaL_error(L,
                        "limits: unknown key '%s' (known: timeout_ms, output_bytes, nofile, "
-                       "core_bytes, scan_depth, scan_entries)",
+                       "core_bytes, scan_depth, scan_entries, processes, memory_bytes, "
+                       "cpu_millicores, file_size_bytes)",
                        k ? k : luaL_typename(L, -2));
         int isint = 0;
         lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
         if (!isint)
             luaL_error(L, "limits: '%s' must be an integer, got %s", k,
                        lua_type(L, -1) == LUA_TNUMBER ? "a fraction" : luaL_typename(L, -1));
+        if (i >= 6 && v <= 0)
+            luaL_error(L, "limits: quota '%s' must be greater than zero, got %I", k, v);
         val[i] = (int64_t)v;
         set[i] = true;
         lua_pop(L, 1);
     }
     set_prov(L, &p->limits.prov);
-    for (size_t i = 0; i < 6; i++)
+    for (size_t i = 0; i < NLIMITS; i++)
         if (set[i])
             *dst[i] = val[i];
     lua_settop(L, 1);

@@ -114,6 +114,15 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
         if (setrlimit(RLIMIT_CORE, &rl) < 0)
             child_fail(err_fd, 7);
     }
+    if (l->fsize > 0) {
+        struct rlimit rl = {(rlim_t)l->fsize, (rlim_t)l->fsize};
+        if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+            child_fail(err_fd, 7);
+    }
+    /* Join the quota cgroups before anything else runs: "0" means this process. */
+    for (size_t i = 0; i < l->ncgroup_fds; i++)
+        if (write(l->cgroup_fds[i], "0", 1) != 1)
+            child_fail(err_fd, 10);
     if (l->cwd && chdir(l->cwd) < 0)
         child_fail(err_fd, 8);
     execve(l->path, l->argv, l->envp);
@@ -131,6 +140,7 @@ static const char *stage_name(int stage)
     case 6: return "close_range";
     case 7: return "setrlimit";
     case 8: return "chdir";
+    case 10: return "joining the quota cgroup";
     default: return "execve";
     }
 }

@@ -34,6 +34,11 @@ typedef struct a3s_launch {
     size_t output_budget;
     int64_t nofile;     /* RLIMIT_NOFILE for the tree, < 0: unchanged */
     int64_t core_bytes; /* RLIMIT_CORE, < 0: unchanged */
+    int64_t fsize;      /* RLIMIT_FSIZE, <= 0: unchanged */
+    /* cgroup.procs fds (caller-owned): the child writes "0" to each before exec, so the
+     * whole tree starts inside its cgroups. */
+    int cgroup_fds[4];
+    size_t ncgroup_fds;
     a3s_output_fn on_output;
     void *output_ud;
     int cancel_fd; /* >= 0: readable -> kill the tree, outcome.aborted (caller-owned) */

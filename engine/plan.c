@@ -594,8 +594,18 @@ static int validate_limits(const a3s_limits *l, a3s_error *err)
         {"core_bytes", l->core_bytes, 0, INT64_MAX},
         {"scan_depth", l->scan_depth, 1, 4096},
         {"scan_entries", l->scan_entries, 1, 100000000},
+        /* quotas: 0 is "none" (the policy API refuses an explicit 0) */
+        {"processes", l->processes, 0, 1048576},
+        {"memory_bytes", l->memory_bytes, 0, (int64_t)1 << 50},
+        {"cpu_millicores", l->cpu_millicores, 0, 1024000},
+        {"file_size_bytes", l->file_size_bytes, 0, (int64_t)1 << 60},
     };
     char pb[1024];
+    if (l->memory_bytes > 0 && l->memory_bytes < (int64_t)1 << 20)
+        return a3s_fail(err, A3S_ERR_POLICY,
+                        "plan: limit memory_bytes = %" PRId64 " (%s) is below 1 MiB: nothing "
+                        "would start",
+                        l->memory_bytes, prov_str(&l->prov, pb, sizeof pb));
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (t[i].hi == INT64_MAX && t[i].v < t[i].lo)
             return a3s_fail(err, A3S_ERR_POLICY,
@@ -941,6 +951,19 @@ static json_t *limits_obj(const a3s_limits *l)
         json_decref(o);
         return NULL;
     }
+    /* Quotas only when set, so plans without them keep their digests. */
+    const struct {
+        const char *k;
+        int64_t v;
+    } q[] = {{"processes", l->processes},
+             {"memory_bytes", l->memory_bytes},
+             {"cpu_millicores", l->cpu_millicores},
+             {"file_size_bytes", l->file_size_bytes}};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        if (q[i].v && oset(o, q[i].k, json_integer(q[i].v)) < 0) {
+            json_decref(o);
+            return NULL;
+        }
     return o;
 }
 

@@ -99,6 +99,12 @@ typedef struct a3s_limits {
     int64_t core_bytes;    /* RLIMIT_CORE (>= 0; baseline 0) */
     int64_t scan_depth;    /* workspace scan depth limit (> 0) */
     int64_t scan_entries;  /* workspace scan entry limit (> 0) */
+    /* Quotas, 0 = none. Processes, memory and CPU need a cgroup (engine/cgroup.h): a
+     * plan that asks for one on a host that cannot enforce it is refused at run time. */
+    int64_t processes;       /* pids in the whole tree */
+    int64_t memory_bytes;    /* memory (and swap) of the whole tree */
+    int64_t cpu_millicores;  /* CPU time share, 1000 = one CPU */
+    int64_t file_size_bytes; /* RLIMIT_FSIZE: largest file the tree may write */
     a3s_prov prov;
 } a3s_limits;
 

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
+#include "audit.h"
 #include "bwrap.h"
 #include "capture.h"
+#include "cgroup.h"
 #include "env.h"
 #include "exec.h"
 #include "explain.h"
@@ -42,7 +44,24 @@ struct a3s_sandbox {
     a3s_strv host_env;
     bool process_host;
     char *fallback_reason;
+    char *cgroup_root; /* $A3S_SANDBOX_CGROUP_ROOT (tests), or NULL: /sys/fs/cgroup */
+    a3s_cgroup_caps caps;
+    bool caps_probed;
+    char *audit_path;
+    a3s_audit_fn audit_fn;
+    void *audit_ud;
 };
+
+/* What this host can enforce, probed once per sandbox (it creates and removes a probe
+ * cgroup in each candidate place). */
+static const a3s_cgroup_caps *quota_caps(a3s_sandbox *sb)
+{
+    if (!sb->caps_probed) {
+        a3s_cgroup_probe(sb->cgroup_root, &sb->caps);
+        sb->caps_probed = true;
+    }
+    return &sb->caps;
+}
 
 const char *a3s_version(void)
 {
@@ -135,6 +154,8 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb->home);
     free(sb->tmp);
     free(sb->fallback_reason);
+    free(sb->cgroup_root);
+    free(sb->audit_path);
     a3s_policy_src_free(&sb->src);
     a3s_strv_free(&sb->search_path);
     a3s_strv_free(&sb->host_env);
@@ -204,6 +225,14 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
             goto oom;
     if (!sb->host_env.v && a3s_strv_push(&sb->host_env, "A3S_EMPTY_ENV_=1") < 0)
         goto oom;
+
+    const char *cgr = host_getenv(sb, "A3S_SANDBOX_CGROUP_ROOT");
+    if (cgr && *cgr && !(sb->cgroup_root = a3s_strdup(cgr)))
+        goto oom;
+    if (opts->audit_path && !(sb->audit_path = a3s_strdup(opts->audit_path)))
+        goto oom;
+    sb->audit_fn = opts->audit_fn;
+    sb->audit_ud = opts->audit_ud;
 
     /* Workspace: canonical, a directory. */
     const char *ws = opts->workspace ? opts->workspace : ".";
@@ -413,7 +442,8 @@ static int check_request(const a3s_exec_request *req, a3s_error *err)
     return 0;
 }
 
-static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_plan *p)
+static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_plan *p,
+                          const a3s_cgroup_events *ev)
 {
     json_t *a = json_array();
     if (!a)
@@ -425,15 +455,27 @@ static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_pl
         json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "output_limit",
                                            "target", "<output>", "limit_bytes",
                                            (json_int_t)p->limits.output_bytes));
+    if (ev && ev->oom_kills)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "quota",
+                                           "resource", "memory", "event", "oom_kill", "count",
+                                           (json_int_t)ev->oom_kills, "limit_bytes",
+                                           (json_int_t)p->limits.memory_bytes));
+    if (ev && ev->pids_max)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "quota",
+                                           "resource", "processes", "event", "max", "count",
+                                           (json_int_t)ev->pids_max, "limit",
+                                           (json_int_t)p->limits.processes));
     char *s = json_dumps(a, JSON_COMPACT);
     json_decref(a);
     return s;
 }
 
 static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o,
-                       int64_t timeout_ms, a3s_result *r, a3s_error *err)
+                       int64_t timeout_ms, const a3s_cgroup_events *ev, const char *id,
+                       a3s_result *r, a3s_error *err)
 {
     memset(r, 0, sizeof *r);
+    snprintf(r->execution_id, sizeof r->execution_id, "%s", id);
     if (a3s_capture_render(o->cap, A3S_STDOUT, &r->stdout_text, &r->stdout_len,
                            &r->stdout_rest, &r->stdout_rest_len) < 0 ||
         a3s_capture_render(o->cap, A3S_STDERR, &r->stderr_text, &r->stderr_len,
@@ -460,7 +502,7 @@ static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o
     snprintf(r->policy, sizeof r->policy, "%s", pp->plan->name);
     memcpy(r->policy_digest, pp->digest, sizeof r->policy_digest);
     r->backend = a3s_sandbox_backend(sb);
-    if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan)))
+    if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan, ev)))
         goto oom;
     return 0;
 oom:
@@ -487,11 +529,33 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     memset(r, 0, sizeof *r);
     if (check_request(req, err) < 0)
         return err ? err->code : A3S_ERR_INVALID;
+
+    /* One id and one audit sink per execution; events never carry secret values. */
+    char id[33];
+    if (a3s_audit_new_id(id, err) < 0)
+        return err ? err->code : A3S_ERR_INTERNAL;
+    a3s_audit *au = NULL;
+    if (sb->audit_path || sb->audit_fn) {
+        char d[65] = "";
+        a3s_error derr;
+        (void)policy_digest(sb, d, &derr); /* a broken policy is audited as a compile deny */
+        if (a3s_audit_open(&au, sb->audit_path, sb->audit_fn, sb->audit_ud, id, sb->src.name,
+                           d, a3s_sandbox_backend(sb), err) < 0)
+            return err ? err->code : A3S_ERR_SETUP;
+    }
     prepared pp;
-    if (prepare(sb, req, true, &pp, err) < 0)
+    if (prepare(sb, req, true, &pp, err) < 0) {
+        a3s_audit_emit(au, "compile", "deny", "policy-refused", "compile-failed", NULL);
+        a3s_error cerr;
+        (void)a3s_audit_close(au, &cerr);
         return err ? err->code : A3S_ERR_SETUP;
+    }
+    a3s_audit_emit(au, "compile", "allow", "policy-allow", "enforced-policy", NULL);
+    a3s_audit_emit(au, "network", "deny", "network-deny-all", "<network>", NULL);
 
     int rc = A3S_ERR_SETUP;
+    a3s_cgroup *cg = NULL;
+    a3s_cgroup_events ev = {0};
     int seccomp_fd = -1, args_fd = -1, started[2] = {-1, -1}, status[2] = {-1, -1};
     a3s_outcome o;
     memset(&o, 0, sizeof o);
@@ -509,6 +573,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .output_budget = (size_t)pp.plan->limits.output_bytes,
         .nofile = pp.plan->limits.nofile,
         .core_bytes = pp.plan->limits.core_bytes,
+        .fsize = pp.plan->limits.file_size_bytes,
         .on_output = req->on_output,
         .output_ud = req->output_ud,
         .cancel_fd = req->cancel_fd,
@@ -517,6 +582,18 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     char *argv_buf[8];
     char **bargv = NULL;
     char fdnum[16];
+
+    /* Quotas: the whole tree joins its cgroup before bwrap runs; a quota this host
+     * cannot enforce refuses the run (fail closed). */
+    a3s_cgroup_limits cl = {pp.plan->limits.processes, pp.plan->limits.memory_bytes,
+                            pp.plan->limits.cpu_millicores};
+    if (cl.pids || cl.memory_bytes || cl.cpu_millicores) {
+        if (a3s_cgroup_create(quota_caps(sb), &cl, id, &cg, err) < 0) {
+            a3s_audit_emit(au, "quota", "deny", "capability-missing", "<quota>", NULL);
+            goto out;
+        }
+        l.ncgroup_fds = a3s_cgroup_join_fds(cg, l.cgroup_fds, 4);
+    }
     if (sb->process_host) {
         /* SPEC §7: no local boundary; same deadline, kill and bounded output. */
         size_t n = 0;
@@ -597,10 +674,23 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_fail(err, rc, "the command was stopped by its caller; the process tree was killed");
         goto out;
     }
-    if (fill_result(sb, &pp, &o, timeout_ms, r, err) < 0)
+    if (cg)
+        a3s_cgroup_events_read(cg, &ev);
+    if (fill_result(sb, &pp, &o, timeout_ms, &ev, id, r, err) < 0)
         goto out;
+    if (r->timed_out)
+        a3s_audit_emit(au, "process", "deny", "timeout", "<process-tree>", NULL);
+    if (r->truncated)
+        a3s_audit_emit(au, "output", "deny", "output-limit", "<output>", NULL);
+    if (ev.oom_kills)
+        a3s_audit_emit(au, "quota", "deny", "quota-hit", "<quota:memory>", NULL);
+    if (ev.pids_max)
+        a3s_audit_emit(au, "quota", "deny", "quota-hit", "<quota:processes>", NULL);
     rc = A3S_OK;
 out:
+    if (cg && a3s_cgroup_destroy(cg) < 0 && rc == A3S_OK) {
+        /* the tree is gone; a directory that would not go is left for the sweep */
+    }
     free(bargv);
     if (seccomp_fd >= 0)
         close(seccomp_fd);
@@ -614,6 +704,11 @@ out:
     }
     a3s_capture_free(o.cap);
     prepared_free(&pp);
+    /* The sink was opened before anything ran (an unusable audit file refuses the run);
+     * a write that fails afterwards cannot undo what ran, so it does not turn the
+     * result into an error. */
+    a3s_error aerr;
+    (void)a3s_audit_close(au, &aerr);
     return rc;
 }
 
@@ -653,6 +748,7 @@ char *a3s_result_json(const a3s_result *r)
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
     json_object_set_new(o, "network_grants", json_array());
     json_object_set_new(o, "denials", den);
+    json_object_set_new(o, "execution_id", json_string(r->execution_id));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return s;
@@ -756,17 +852,33 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
         return NULL;
     a3s_error perr = {0};
     bool usable = !sb->process_host && run_probe(sb, &perr) == 0;
+    const a3s_cgroup_caps *qc = quota_caps(sb);
     json_t *caps = json_pack(
-        "{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
+        "{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
         "network_deny_all", usable, "private_network_namespace", usable,
         "readonly_host_root", usable, "seccomp_filter", usable, "pid_namespace", usable,
         "deadline_kill_tree", 1, "output_limit", 1, "environment_sanitized", 1,
         "mediated_http", 0, "mediated_socks", 0, "unix_socket_allowlist", 0,
-        "resource_quotas", 0);
+        "resource_process_limit", qc->can[A3S_QUOTA_PIDS], "resource_memory_limit",
+        qc->can[A3S_QUOTA_MEMORY], "resource_cpu_limit", qc->can[A3S_QUOTA_CPU],
+        "resource_file_size_limit", 1);
     json_t *unavail = json_array();
     const char *keys[] = {"network_deny_all", "private_network_namespace", "readonly_host_root",
                           "seccomp_filter", "pid_namespace", "mediated_http", "mediated_socks",
-                          "unix_socket_allowlist", "resource_quotas"};
+                          "unix_socket_allowlist", "resource_process_limit",
+                          "resource_memory_limit", "resource_cpu_limit"};
+    /* Per quota: how it is enforced here, or why it cannot be. */
+    json_t *quotas = json_object();
+    static const char *const qnames[A3S_QUOTA_COUNT] = {"processes", "memory_bytes",
+                                                        "cpu_millicores"};
+    for (int q = 0; q < A3S_QUOTA_COUNT; q++)
+        json_object_set_new(quotas, qnames[q],
+                            qc->can[q] ? json_pack("{s:b, s:s}", "enforceable", 1, "via", qc->via[q])
+                                       : json_pack("{s:b, s:s}", "enforceable", 0, "why_not",
+                                                   qc->why_not[q]));
+    json_object_set_new(quotas, "file_size_bytes", json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit"));
+    json_object_set_new(quotas, "nofile", json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit"));
+    json_object_set_new(quotas, "core_bytes", json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit"));
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!json_is_true(json_object_get(caps, keys[i])))
             json_array_append_new(unavail, json_string(keys[i]));
@@ -779,6 +891,10 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
                                                                      : perr.msg));
     if (o && sb->bwrap)
         json_object_set_new(o, "bwrap", json_string(sb->bwrap));
+    if (o)
+        json_object_set_new(o, "quotas", quotas);
+    else
+        json_decref(quotas);
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(o);
     if (!s)

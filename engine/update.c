@@ -154,6 +154,23 @@ bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, siz
         if (lim[i].b > lim[i].a)
             BROADENS("raises limit %s from %lld to %lld", lim[i].name, (long long)lim[i].a,
                      (long long)lim[i].b);
+    /* Quotas: 0 is "none". Adding one narrows; removing or raising one broadens. */
+    const struct {
+        const char *name;
+        int64_t a, b;
+    } quota[] = {
+        {"processes", cur->limits.processes, next->limits.processes},
+        {"memory_bytes", cur->limits.memory_bytes, next->limits.memory_bytes},
+        {"cpu_millicores", cur->limits.cpu_millicores, next->limits.cpu_millicores},
+        {"file_size_bytes", cur->limits.file_size_bytes, next->limits.file_size_bytes},
+    };
+    for (size_t i = 0; i < sizeof quota / sizeof quota[0]; i++) {
+        if (quota[i].a && !quota[i].b)
+            BROADENS("removes quota %s", quota[i].name);
+        if (quota[i].a && quota[i].b > quota[i].a)
+            BROADENS("raises quota %s from %lld to %lld", quota[i].name,
+                     (long long)quota[i].a, (long long)quota[i].b);
+    }
     if (n)
         why[0] = '\0';
     return false;

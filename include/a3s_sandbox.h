@@ -34,6 +34,9 @@ typedef struct a3s_error {
 
 typedef struct a3s_sandbox a3s_sandbox;
 
+/* Audit callback: one JSON object (a line of text without the newline) per event. */
+typedef void (*a3s_audit_fn)(void *ud, const char *json_line);
+
 typedef struct a3s_options {
     const char *workspace;          /* NULL: current directory */
     const char *policy;             /* name or file; NULL: "baseline" */
@@ -41,6 +44,9 @@ typedef struct a3s_options {
     const char *const *policy_path; /* extra policy dirs (NULL-terminated) or NULL */
     const char *const *host_env;    /* environment the policy may read; NULL: environ */
     bool allow_process_host;        /* explicit opt-in to the unconfined fallback (SPEC §7) */
+    const char *audit_path;         /* append JSON-lines audit events here, or NULL */
+    a3s_audit_fn audit_fn;          /* and/or call this for each event, or NULL */
+    void *audit_ud;
     bool defer_policy;              /* do not evaluate the policy here: every exec evaluates
                                        it anyway, so a one-shot caller saves one evaluation;
                                        policy errors then come from the first operation */
@@ -90,6 +96,7 @@ typedef struct a3s_result {
     char policy_digest[65];
     const char *backend; /* "linux-bwrap" or "process-host" (static string) */
     char *denials_json;  /* JSON array text, never NULL after a successful exec */
+    char execution_id[33]; /* random, also in every audit event of this execution */
 } a3s_result;
 
 const char *a3s_version(void);

@@ -34,6 +34,7 @@ static const char usage_text[] =
     "  -e, --env NAME=VALUE     explicit environment entry (repeatable)\n"
     "  -c COMMAND               run COMMAND with the trusted bash\n"
     "      --json               print one JSON result object on stdout\n"
+    "      --audit FILE         append JSON-lines audit events of the run to FILE\n"
     "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
     "\n"
     "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
@@ -94,7 +95,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len, size_t 
 
 typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check */
-    const char *policy, *workspace, *shell_command, *check_policy;
+    const char *policy, *workspace, *shell_command, *check_policy, *audit;
     double timeout_s;
     bool has_timeout, json, allow_process_host, explain;
     const char **env;
@@ -175,6 +176,9 @@ static void parse(cli *c, int argc, char **argv)
             c->shell_command = v;
         } else if (!strcmp(c->cmd, "plan") && !strcmp(a, "--explain")) {
             c->explain = true;
+        } else if (run && !strcmp(a, "--audit")) {
+            NEED_VALUE();
+            c->audit = v;
         } else if (!strcmp(a, "--json")) {
             c->json = true;
         } else if (!strcmp(a, "--allow-process-host")) {
@@ -259,6 +263,7 @@ int main(int argc, char **argv)
         .workspace = c.workspace,
         .policy = !strcmp(c.cmd, "check") ? c.check_policy : c.policy,
         .defer_policy = !strcmp(c.cmd, "run"), /* the run evaluates it once, fail-closed */
+        .audit_path = c.audit,
         .allow_process_host = c.allow_process_host ||
                               truthy(getenv("A3S_SANDBOX_ALLOW_PROCESS_HOST")) ||
                               truthy(getenv("A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX")),
