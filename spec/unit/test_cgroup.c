@@ -186,6 +186,22 @@ static bool tree_has_a3s(const char *dir, int depth)
     return found;
 }
 
+/* Whether dir holds a probe child of this process (other runs may have their own). */
+static bool has_probe_child(const char *dir)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "a3s-sandbox-probe-%d-", (int)getpid());
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return found;
+}
+
 /* ---------------------------------------------------------------- arguments */
 
 static void test_arguments(void)
@@ -357,6 +373,8 @@ static void test_readonly_bind(void)
     }
     memset(res, 0, sizeof *res);
     const char *ctrls[] = {"pids", "memory", "cpu"};
+    char id[64];
+    snprintf(id, sizeof id, "t%d-ro", (int)getpid());
     pid_t c = fork();
     if (c == 0) {
         if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL))
@@ -373,7 +391,7 @@ static void test_readonly_bind(void)
         a3s_cgroup *cg = NULL;
         a3s_error err = {0};
         a3s_cgroup_limits lim = {8, 32 * MIB, 200};
-        res->rc = a3s_cgroup_create(&res->caps, &lim, "rotest", &cg, &err);
+        res->rc = a3s_cgroup_create(&res->caps, &lim, id, &cg, &err);
         res->code = err.code;
         memcpy(res->msg, err.msg, sizeof res->msg);
         (void)a3s_cgroup_destroy(cg);
@@ -395,8 +413,8 @@ static void test_readonly_bind(void)
     for (size_t i = 0; i < 3; i++) {
         char self[2048] = "/", d[4200];
         self_v1(ctrls[i], self, sizeof self);
-        snprintf(d, sizeof d, "/sys/fs/cgroup/%s%s/a3s-sandbox-rotest", ctrls[i],
-                 strcmp(self, "/") ? self : "");
+        snprintf(d, sizeof d, "/sys/fs/cgroup/%s%s/a3s-sandbox-%s", ctrls[i],
+                 strcmp(self, "/") ? self : "", id);
         ok(!exists(d), "read-only cgroup: nothing created (%s)", d);
         snprintf(d, sizeof d, "%s/%s", tmp, ctrls[i]);
         rmdir(d);
@@ -736,7 +754,9 @@ static void test_real(void)
         ok(caps.can[q] ? caps.why_not[q][0] == '\0' && caps.dir[q][0] == '/'
                        : strncmp(caps.why_not[q], "no writable cgroup: ", 20) == 0,
            "probe: %s has a place or a reason", qname[q]);
-    ok(!tree_has_a3s("/sys/fs/cgroup/pids", 0), "probe: no probe child left in pids");
+    for (int q = 0; q < A3S_QUOTA_COUNT; q++)
+        ok(!caps.can[q] || !has_probe_child(caps.dir[q]), "probe: no probe child left in %s",
+           qname[q]);
 
     if (caps.can[A3S_QUOTA_PIDS])
         test_pids(&caps);
