@@ -282,6 +282,47 @@ static int l_replace_policy(lua_State *L)
     return 1;
 }
 
+/* sb:grant{ host = "h", port = 443, digest = "<expected>" } -> new digest | nil, err */
+static int l_grant(lua_State *L)
+{
+    static const char *const keys[] = {"host", "port", "digest", NULL};
+    a3s_sandbox *sb = check_sb(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    check_keys(L, 2, "grant", keys);
+    const char *host = opt_string_field(L, 2, "host", NULL);
+    if (!host)
+        return luaL_error(L, "grant: 'host' is required");
+    const char *digest = opt_string_field(L, 2, "digest", NULL);
+    int t = lua_getfield(L, 2, "port");
+    lua_Integer port = 0;
+    if (t != LUA_TNIL) {
+        int isint = 0;
+        port = lua_tointegerx(L, -1, &isint);
+        if (!isint)
+            return luaL_error(L, "grant: 'port' must be an integer");
+    }
+    lua_pop(L, 1);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    bool v6 = strchr(host, ':') != NULL;
+    if (v6 && port)
+        luaL_addchar(&b, '[');
+    luaL_addstring(&b, host);
+    if (v6 && port)
+        luaL_addchar(&b, ']');
+    if (port) {
+        lua_pushfstring(L, ":%I", port);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    a3s_error err = {0};
+    char d[65];
+    if (a3s_sandbox_grant(sb, lua_tostring(L, -1), digest, d, &err) != A3S_OK)
+        return push_fail(L, err.msg);
+    lua_pushstring(L, d);
+    return 1;
+}
+
 static int l_capabilities(lua_State *L)
 {
     a3s_sandbox *sb = check_sb(L);
@@ -462,6 +503,7 @@ static const luaL_Reg sandbox_methods[] = {
     {"probe", l_probe},   {"exec", l_exec},
     {"digest", l_digest}, {"plan", l_plan}, {"explain", l_explain},
     {"capabilities", l_capabilities}, {"replace_policy", l_replace_policy},
+    {"grant", l_grant},
     {"close", l_close},
     {NULL, NULL},
 };

@@ -92,6 +92,8 @@ char *a3s_plan_explain(const char *plan_json)
     const char *trim = NULL;
     const char *source = str(p, "source");
     json_t *roots = json_object_get(p, "roots");
+    size_t i_g;
+    json_t *g_r;
     fprintf(f, "Policy %s (%s)\n", str(p, "name"), source);
     fprintf(f, "  digest     %s\n", str(p, "policy_digest"));
     fprintf(f, "  backend    %s\n", str(p, "backend"));
@@ -101,10 +103,15 @@ char *a3s_plan_explain(const char *plan_json)
             str(roots, "tmp"));
 
     fprintf(f, "\nNetwork\n  %-52s ^ %s\n",
-            !strcmp(str(p, "network"), "none") ? "none: private namespace, loopback only"
-                                               : str(p, "network"),
+            !strcmp(str(p, "network"), "none")
+                ? "none: private namespace, loopback only"
+                : "mediated: private namespace; the relay's proxies reach the host mediator",
             short_path(str(p, "network_from")));
 
+    json_array_foreach(json_object_get(p, "network_grants"), i_g, g_r)
+        fprintf(f, "  grant     %s:%lld%s\n", str(g_r, "host"),
+                (long long)json_integer_value(json_object_get(g_r, "port")),
+                json_integer_value(json_object_get(g_r, "port")) ? "" : " (port 0: any port)");
     fprintf(f, "\nFilesystem (host root read-only; rules as declared; the mounts actually "
                "applied,\nshallowest first and secrets last, are in the bubblewrap section)\n");
     json_t *fs = json_object_get(p, "fs");

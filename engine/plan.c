@@ -995,23 +995,28 @@ out:
     return out;
 }
 
-int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err)
+void a3s_sha256_hex(const void *data, size_t len, char out[65])
 {
-    char *canon = a3s_plan_canonical(p);
-    if (!canon)
-        return a3s_fail(err, A3S_ERR_INTERNAL, "plan: cannot encode the canonical plan");
     struct sha256_ctx ctx;
     uint8_t d[SHA256_DIGEST_SIZE];
     sha256_init(&ctx);
-    sha256_update(&ctx, strlen(canon), (const uint8_t *)canon);
+    sha256_update(&ctx, len, data);
     sha256_digest(&ctx, sizeof d, d);
-    free(canon);
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < sizeof d; i++) {
         out[2 * i] = hex[d[i] >> 4];
         out[2 * i + 1] = hex[d[i] & 15];
     }
     out[64] = '\0';
+}
+
+int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err)
+{
+    char *canon = a3s_plan_canonical(p);
+    if (!canon)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "plan: cannot encode the canonical plan");
+    a3s_sha256_hex(canon, strlen(canon), out);
+    free(canon);
     return 0;
 }
 

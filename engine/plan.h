@@ -162,6 +162,8 @@ int a3s_plan_validate(const a3s_plan *p, a3s_error *err);
  * secret prefixes, scan skips, env, seccomp, limits), keys sorted, no whitespace.
  * malloc'd; NULL on ENOMEM. */
 char *a3s_plan_canonical(const a3s_plan *p);
+/* SHA-256 of len bytes, lower-case hex. */
+void a3s_sha256_hex(const void *data, size_t len, char out[65]);
 /* SHA-256 of a3s_plan_canonical, lower-case hex. */
 int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err);
 /* Full plan as pretty JSON (every rule with provenance); `extra_json`, when non-NULL,

@@ -6,10 +6,17 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +27,7 @@
 #include "cgroup.h"
 #include "env.h"
 #include "exec.h"
+#include "mediator.h"
 #include "explain.h"
 #include "pin.h"
 #include "plan.h"
@@ -50,6 +58,9 @@ struct a3s_sandbox {
     char *audit_path;
     a3s_audit_fn audit_fn;
     void *audit_ud;
+    char *relay; /* a3s-sandbox-relay, for mediated runs */
+    a3s_grant *grants;
+    size_t ngrants;
 };
 
 /* What this host can enforce, probed once per sandbox (it creates and removes a probe
@@ -156,6 +167,8 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb->fallback_reason);
     free(sb->cgroup_root);
     free(sb->audit_path);
+    free(sb->relay);
+    free(sb->grants);
     a3s_policy_src_free(&sb->src);
     a3s_strv_free(&sb->search_path);
     a3s_strv_free(&sb->host_env);
@@ -183,7 +196,7 @@ static int quick_probe(a3s_sandbox *sb, a3s_error *err);
  * policy gives the same digest on every host, for every user and workspace, and nothing
  * the scan or the host contributes can change it. Cached until the policy changes. */
 #define NEUTRAL "/a3s-sandbox-neutral"
-static int policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
+static int base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
 {
     if (!sb->digest[0]) {
         a3s_policy_ctx ctx = {
@@ -207,6 +220,78 @@ static int policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
     }
     memcpy(out, sb->digest, 65);
     return 0;
+}
+
+/* The digest a grant is approved against: the policy's, and with grants, a hash over it
+ * and the grants in canonical order (sorted "host:port" lines), so any grant change
+ * changes it and an identical re-grant does not. */
+static int cmp_grant(const void *a, const void *b)
+{
+    const a3s_grant *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
+    return c ? c : (x->port > y->port) - (x->port < y->port);
+}
+
+static int policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
+{
+    if (base_digest(sb, out, err) < 0)
+        return -1;
+    if (!sb->ngrants)
+        return 0;
+    a3s_grant *sorted = malloc(sb->ngrants * sizeof *sorted);
+    if (!sorted)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    memcpy(sorted, sb->grants, sb->ngrants * sizeof *sorted);
+    qsort(sorted, sb->ngrants, sizeof *sorted, cmp_grant);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        free(sorted);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    fprintf(f, "a3s-grants-v1\n%s\n", out);
+    for (size_t i = 0; i < sb->ngrants; i++)
+        fprintf(f, "%s:%d\n", sorted[i].host, sorted[i].port);
+    free(sorted);
+    if (fclose(f) != 0) {
+        free(text);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    a3s_sha256_hex(text, len, out);
+    free(text);
+    return 0;
+}
+
+int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_digest,
+                      char new_digest[65], a3s_error *err)
+{
+    a3s_grant g;
+    if (a3s_grant_parse(spec, &g, err) < 0)
+        return err ? err->code : A3S_ERR_INVALID;
+    char cur[65];
+    if (policy_digest(sb, cur, err) < 0)
+        return err ? err->code : A3S_ERR_POLICY;
+    if (expected_digest && strcmp(expected_digest, cur) != 0)
+        return a3s_fail(err, A3S_ERR_POLICY,
+                        "stale grant %s: it was approved against policy digest %s, but the "
+                        "current policy digest is %s; nothing changed",
+                        spec, expected_digest, cur),
+               A3S_ERR_POLICY;
+    for (size_t i = 0; i < sb->ngrants; i++)
+        if (!strcmp(sb->grants[i].host, g.host) && sb->grants[i].port == g.port) {
+            if (new_digest)
+                memcpy(new_digest, cur, 65);
+            return A3S_OK; /* an identical re-grant changes nothing */
+        }
+    a3s_grant *n = realloc(sb->grants, (sb->ngrants + 1) * sizeof *n);
+    if (!n)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory"), A3S_ERR_INTERNAL;
+    sb->grants = n;
+    sb->grants[sb->ngrants++] = g;
+    if (new_digest && policy_digest(sb, new_digest, err) < 0)
+        return err ? err->code : A3S_ERR_POLICY;
+    return A3S_OK;
 }
 
 a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
@@ -311,6 +396,13 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     if (brc == 0 &&
         a3s_bwrap_resolve_exe(ln, sb->workspace, "sandbox launcher", &sb->launcher, &berr) < 0)
         brc = -1;
+    /* The relay is needed only for grants: resolved now, required when used. */
+    const char *rl = host_getenv(sb, "A3S_SANDBOX_RELAY");
+    if (!rl || !*rl)
+        rl = access(A3S_RELAY_INSTALL_PATH, X_OK) == 0 ? A3S_RELAY_INSTALL_PATH
+                                                        : A3S_RELAY_BUILD_PATH;
+    a3s_error rerr;
+    (void)a3s_bwrap_resolve_exe(rl, sb->workspace, "network relay", &sb->relay, &rerr);
     if (brc == 0 && opts->allow_process_host && quick_probe(sb, &berr) < 0)
         brc = -1;
     if (brc < 0) {
@@ -361,7 +453,42 @@ typedef struct prepared {
     a3s_strv args; /* bwrap options, passed with --args */
     a3s_strv cmd;  /* "--", bash, -c, ... on bwrap's real argv */
     char digest[65];
+    char *mediator_sock; /* mediated runs (grants): the Unix socket in the scratch dir */
 } prepared;
+
+/* Mediated runs: the command reaches the relay's loopback proxies; whatever the policy
+ * and the request said about proxies, these are the only ones (SPEC §6). */
+static int set_proxy_env(a3s_strv *env)
+{
+    static const char *const drop[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                                       "http_proxy", "https_proxy", "all_proxy", "no_proxy"};
+    size_t w = 0;
+    for (size_t i = 0; i < env->n; i++) {
+        bool keep = true;
+        for (size_t d = 0; d < sizeof drop / sizeof drop[0]; d++) {
+            size_t n = strlen(drop[d]);
+            if (!strncmp(env->v[i], drop[d], n) && env->v[i][n] == '=')
+                keep = false;
+        }
+        if (keep)
+            env->v[w++] = env->v[i];
+        else
+            free(env->v[i]);
+    }
+    env->n = w;
+    if (env->v)
+        env->v[w] = NULL;
+    const char *http = "http://" A3S_RELAY_HTTP, *socks = "socks5://" A3S_RELAY_SOCKS;
+    if (a3s_strv_pushf(env, "HTTP_PROXY=%s", http) < 0 ||
+        a3s_strv_pushf(env, "HTTPS_PROXY=%s", http) < 0 ||
+        a3s_strv_pushf(env, "http_proxy=%s", http) < 0 ||
+        a3s_strv_pushf(env, "https_proxy=%s", http) < 0 ||
+        a3s_strv_pushf(env, "ALL_PROXY=%s", socks) < 0 ||
+        a3s_strv_pushf(env, "all_proxy=%s", socks) < 0 || a3s_strv_push(env, "NO_PROXY=") < 0 ||
+        a3s_strv_push(env, "no_proxy=") < 0)
+        return -1;
+    return 0;
+}
 
 static void prepared_free(prepared *pp)
 {
@@ -373,6 +500,8 @@ static void prepared_free(prepared *pp)
     a3s_strv_free(&pp->env);
     a3s_strv_free(&pp->args);
     a3s_strv_free(&pp->cmd);
+    free(pp->mediator_sock);
+    pp->mediator_sock = NULL;
     remove_scratch(pp->scratch);
     free(pp->scratch);
     pp->scratch = NULL;
@@ -407,10 +536,30 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
     if (a3s_env_compose(&pp->plan->env, (const char *const *)sb->host_env.v,
                         req ? req->env : NULL, &pp->env, err) < 0)
         goto fail;
-    if (sb->process_host)
+    if (sb->process_host) {
+        if (sb->ngrants) {
+            a3s_fail(err, A3S_ERR_SETUP, "network grants need the native sandbox: the "
+                     "process-host fallback has no network boundary to mediate");
+            goto fail;
+        }
         return 0;
+    }
     static const char *const probe_argv[] = {"true", NULL};
     a3s_bwrap_cmd cmd = {.shell = sb->shell, .launcher = sb->launcher};
+    if (sb->ngrants) {
+        if (!sb->relay) {
+            a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-relay, which was not "
+                     "found (set A3S_SANDBOX_RELAY)");
+            goto fail;
+        }
+        if (asprintf(&pp->mediator_sock, "%s/.a3s-mediator.sock", pp->scratch) < 0 ||
+            set_proxy_env(&pp->env) < 0) {
+            a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+            goto fail;
+        }
+        cmd.relay = sb->relay;
+        cmd.mediator_sock = pp->mediator_sock;
+    }
     if (req && req->argv)
         cmd.argv = (char *const *)req->argv;
     else if (req && req->shell_command)
@@ -443,11 +592,21 @@ static int check_request(const a3s_exec_request *req, a3s_error *err)
 }
 
 static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_plan *p,
-                          const a3s_cgroup_events *ev)
+                          const a3s_cgroup_events *ev, const char *med_lines)
 {
     json_t *a = json_array();
     if (!a)
         return NULL;
+    /* The mediator's refusals, one JSON object per line. */
+    for (const char *l = med_lines; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) : strlen(l);
+        json_error_t je;
+        json_t *d = json_loadb(l, n, 0, &je);
+        if (d)
+            json_array_append_new(a, d);
+        l += n + (nl ? 1 : 0);
+    }
     if (o->timed_out)
         json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "deadline", "target",
                                            "<process-tree>", "limit_ms", (json_int_t)timeout_ms));
@@ -472,7 +631,7 @@ static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_pl
 
 static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o,
                        int64_t timeout_ms, const a3s_cgroup_events *ev, const char *id,
-                       a3s_result *r, a3s_error *err)
+                       const char *med_denials, a3s_result *r, a3s_error *err)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->execution_id, sizeof r->execution_id, "%s", id);
@@ -502,7 +661,15 @@ static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o
     snprintf(r->policy, sizeof r->policy, "%s", pp->plan->name);
     memcpy(r->policy_digest, pp->digest, sizeof r->policy_digest);
     r->backend = a3s_sandbox_backend(sb);
-    if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan, ev)))
+    if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan, ev, med_denials)))
+        goto oom;
+    json_t *g = json_array();
+    for (size_t i = 0; g && i < sb->ngrants; i++)
+        json_array_append_new(g, json_pack("{s:s, s:i, s:s}", "host", sb->grants[i].host, "port",
+                                           sb->grants[i].port, "policy_digest", pp->digest));
+    r->grants_json = g ? json_dumps(g, JSON_COMPACT) : NULL;
+    json_decref(g);
+    if (!r->grants_json)
         goto oom;
     return 0;
 oom:
@@ -521,6 +688,89 @@ static void setup_reason(const a3s_outcome *o, char *buf, size_t n)
                  WIFEXITED(o->wait_status) ? WEXITSTATUS(o->wait_status) : 128 + WTERMSIG(o->wait_status));
     else
         snprintf(buf, n, "%.*s", (int)len, o->setup_diag);
+}
+
+/* The host-side mediator of a mediated run, in a process of its own (its threads never
+ * meet the caller's). It dies with its parent and is stopped by closing stop_w. */
+typedef struct mediator_proc {
+    pid_t pid;
+    int stop_w;
+    int denials; /* memfd the mediator writes its refusals to (not visible inside) */
+} mediator_proc;
+
+static int start_mediator(a3s_sandbox *sb, const char *path, mediator_proc *m, a3s_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return a3s_fail(err, A3S_ERR_SETUP, "mediator socket path too long: %s", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int stop[2] = {-1, -1};
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 256) < 0 ||
+        pipe2(stop, O_CLOEXEC) < 0 ||
+        (m->denials = memfd_create("a3s-mediator-denials", MFD_CLOEXEC)) < 0) {
+        int e = errno;
+        if (lfd >= 0)
+            close(lfd);
+        if (stop[0] >= 0) {
+            close(stop[0]);
+            close(stop[1]);
+        }
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot start the network mediator");
+    }
+    pid_t parent = getpid();
+    m->pid = fork();
+    if (m->pid < 0) {
+        int e = errno;
+        close(lfd);
+        close(stop[0]);
+        close(stop[1]);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot start the network mediator");
+    }
+    if (m->pid == 0) {
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        close(stop[1]);
+        signal(SIGPIPE, SIG_IGN);
+        _exit(a3s_mediator_serve(lfd, stop[0], sb->grants, sb->ngrants, m->denials, NULL) < 0);
+    }
+    close(lfd);
+    close(stop[0]);
+    m->stop_w = stop[1];
+    return 0;
+}
+
+/* Stop the mediator, reap it, and return its denial records (malloc'd text, may be
+ * NULL). Safe on a mediator that never started. */
+static char *stop_mediator(mediator_proc *m)
+{
+    char *text = NULL;
+    if (m->stop_w >= 0) {
+        close(m->stop_w);
+        m->stop_w = -1;
+    }
+    if (m->pid > 0) {
+        /* It returns as soon as it sees the stop; one still there after 200 ms is killed. */
+        int pfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
+        struct pollfd p = {pfd, POLLIN, 0};
+        if (pfd < 0 || poll(&p, 1, 200) <= 0)
+            kill(m->pid, SIGKILL);
+        if (pfd >= 0)
+            close(pfd);
+        (void)waitpid(m->pid, NULL, 0);
+        m->pid = -1;
+    }
+    if (m->denials >= 0) {
+        off_t len = lseek(m->denials, 0, SEEK_END);
+        if (len > 0 && len < (1 << 24) && (text = malloc((size_t)len + 1)) != NULL) {
+            ssize_t n = pread(m->denials, text, (size_t)len, 0);
+            text[n > 0 ? n : 0] = '\0';
+        }
+        close(m->denials);
+        m->denials = -1;
+    }
+    return text;
 }
 
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
@@ -551,9 +801,17 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         return err ? err->code : A3S_ERR_SETUP;
     }
     a3s_audit_emit(au, "compile", "allow", "policy-allow", "enforced-policy", NULL);
-    a3s_audit_emit(au, "network", "deny", "network-deny-all", "<network>", NULL);
+    a3s_audit_emit(au, "network", "deny", "network-deny-all",
+                   sb->ngrants ? "<network-except-mediator>" : "<network>", NULL);
+    for (size_t i = 0; i < sb->ngrants; i++) {
+        char t[A3S_GRANT_HOST_MAX + 40];
+        snprintf(t, sizeof t, "<network-grant:%s:%d>", sb->grants[i].host, sb->grants[i].port);
+        a3s_audit_emit(au, "network", "allow", "grant-applied", t, NULL);
+    }
 
     int rc = A3S_ERR_SETUP;
+    int cmd_filter_fd = -1;
+    mediator_proc med = {-1, -1, -1};
     a3s_cgroup *cg = NULL;
     a3s_cgroup_events ev = {0};
     int seccomp_fd = -1, args_fd = -1, started[2] = {-1, -1}, status[2] = {-1, -1};
@@ -628,8 +886,27 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
             goto out;
         o.started = true;
     } else {
-        if ((seccomp_fd = a3s_seccomp_export(&pp.plan->seccomp, err)) < 0)
+        if (pp.mediator_sock) {
+            /* Mediated: bwrap's filter lets the relay open its TCP listeners and its Unix
+             * connections to the mediator; the relay runs the command under a second
+             * filter that allows AF_INET/AF_INET6 only (filters stack, the stricter wins). */
+            a3s_seccomp_plan *sp = &pp.plan->seccomp;
+            size_t n0 = sp->nsocket_allow;
+            if (a3s_plan_seccomp_allow_family(pp.plan, AF_INET, err) < 0 ||
+                a3s_plan_seccomp_allow_family(pp.plan, AF_INET6, err) < 0 ||
+                a3s_plan_seccomp_allow_family(pp.plan, AF_UNIX, err) < 0 ||
+                (seccomp_fd = a3s_seccomp_export(sp, err)) < 0)
+                goto out;
+            sp->nsocket_allow = n0;
+            if (a3s_plan_seccomp_allow_family(pp.plan, AF_INET, err) < 0 ||
+                a3s_plan_seccomp_allow_family(pp.plan, AF_INET6, err) < 0 ||
+                (cmd_filter_fd = a3s_seccomp_export(sp, err)) < 0)
+                goto out;
+            if (start_mediator(sb, pp.mediator_sock, &med, err) < 0)
+                goto out;
+        } else if ((seccomp_fd = a3s_seccomp_export(&pp.plan->seccomp, err)) < 0) {
             goto out;
+        }
         if ((args_fd = a3s_bwrap_args_memfd(&pp.args, err)) < 0)
             goto out;
         if (pipe2(started, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
@@ -655,10 +932,12 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         l.keep[2] = (a3s_fdmap){args_fd, A3S_FD_ARGS};
         l.keep[3] = (a3s_fdmap){seccomp_fd, A3S_FD_SECCOMP};
         l.nkeep = 4;
+        if (cmd_filter_fd >= 0)
+            l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER};
         l.started_fd = started[0];
         l.status_fd = status[0];
         /* a3s_exec_run consumes the keep fds. */
-        started[1] = status[1] = args_fd = seccomp_fd = -1;
+        started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = -1;
         if (a3s_exec_run(&l, &o, err) < 0)
             goto out;
         if (!o.started && !o.timed_out && !o.aborted) {
@@ -676,7 +955,10 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     }
     if (cg)
         a3s_cgroup_events_read(cg, &ev);
-    if (fill_result(sb, &pp, &o, timeout_ms, &ev, id, r, err) < 0)
+    char *med_denials = stop_mediator(&med);
+    int frc = fill_result(sb, &pp, &o, timeout_ms, &ev, id, med_denials, r, err);
+    free(med_denials);
+    if (frc < 0)
         goto out;
     if (r->timed_out)
         a3s_audit_emit(au, "process", "deny", "timeout", "<process-tree>", NULL);
@@ -688,6 +970,9 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_audit_emit(au, "quota", "deny", "quota-hit", "<quota:processes>", NULL);
     rc = A3S_OK;
 out:
+    free(stop_mediator(&med));
+    if (cmd_filter_fd >= 0)
+        close(cmd_filter_fd);
     if (cg && a3s_cgroup_destroy(cg) < 0 && rc == A3S_OK) {
         /* the tree is gone; a directory that would not go is left for the sweep */
     }
@@ -721,6 +1006,7 @@ void a3s_result_free(a3s_result *r)
     free(r->stdout_rest);
     free(r->stderr_rest);
     free(r->denials_json);
+    free(r->grants_json);
     memset(r, 0, sizeof *r);
 }
 
@@ -746,7 +1032,8 @@ char *a3s_result_json(const a3s_result *r)
     json_object_set_new(o, "policy", json_string(r->policy));
     json_object_set_new(o, "policy_digest", json_string(r->policy_digest));
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
-    json_object_set_new(o, "network_grants", json_array());
+    json_object_set_new(o, "network_grants",
+                        r->grants_json ? json_loads(r->grants_json, 0, &je) : json_array());
     json_object_set_new(o, "denials", den);
     json_object_set_new(o, "execution_id", json_string(r->execution_id));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
@@ -814,6 +1101,13 @@ char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
     json_object_set_new(extra, "digest", json_string(pp.digest)); /* the one that counts */
     json_object_set_new(extra, "backend", json_string(a3s_sandbox_backend(sb)));
     json_object_set_new(extra, "pins", pins);
+    json_t *grants = json_array();
+    for (size_t i = 0; i < sb->ngrants; i++)
+        json_array_append_new(grants, json_pack("{s:s, s:i}", "host", sb->grants[i].host, "port",
+                                                sb->grants[i].port));
+    json_object_set_new(extra, "network_grants", grants);
+    if (sb->ngrants)
+        json_object_set_new(extra, "network", json_string("mediated"));
     if (argv && !sb->process_host)
         json_object_set_new(extra, "bwrap_argv", json_loads(argv, 0, &je));
     if (sc)

@@ -96,6 +96,7 @@ typedef struct a3s_result {
     char policy_digest[65];
     const char *backend; /* "linux-bwrap" or "process-host" (static string) */
     char *denials_json;  /* JSON array text, never NULL after a successful exec */
+    char *grants_json;   /* JSON array of {host, port, policy_digest} (network_grants) */
     char execution_id[33]; /* random, also in every audit event of this execution */
 } a3s_result;
 
@@ -132,6 +133,15 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
 /* The frozen plan as readable text, every rule with the policy file:line that produced
  * it (malloc'd); NULL and err on failure. */
 char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
+
+/* Grant mediated network access to one exact origin, "HOST" or "HOST:PORT" (SPEC §6).
+ * When expected_digest is given it must equal the current policy digest (the one the
+ * grant was approved against), else the grant is refused as stale (A3S_ERR_POLICY, the
+ * message names both digests) and nothing changes. The digest changes with every new
+ * grant; an identical re-grant changes nothing. new_digest (may be NULL) receives the
+ * digest after the grant. */
+int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_digest,
+                      char new_digest[65], a3s_error *err);
 
 /* Switch the sandbox to another policy (name or file) for the executions that follow.
  * The new policy is evaluated and validated first; unless allow_broadening, an update

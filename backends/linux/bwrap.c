@@ -270,6 +270,8 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
      * build tree in HOME): bind the one file read-only. */
     if (hidden_kind(covering(&b, cmd->launcher)))
         push3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
+    if (cmd->relay && hidden_kind(covering(&b, cmd->relay)))
+        push3(&b, "--ro-bind", cmd->relay, cmd->relay);
     /* Hidden directories become read-only last, once nothing more is mounted inside. */
     for (size_t i = b.nremount; i-- > 0;)
         push3(&b, "--remount-ro", b.remount[i], NULL);
@@ -294,6 +296,16 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     /* bwrap reads only options from --args: the command goes on the real argv. */
     builder c = {.out = cmd_out};
     push(&c, "--");
+    if (cmd->relay) {
+        char fd[16];
+        snprintf(fd, sizeof fd, "%d", A3S_FD_CMD_FILTER);
+        push(&c, cmd->relay);
+        push3(&c, "--unix", cmd->mediator_sock, NULL);
+        push3(&c, "--http", A3S_RELAY_HTTP, NULL);
+        push3(&c, "--socks", A3S_RELAY_SOCKS, NULL);
+        push3(&c, "--filter-fd", fd, NULL);
+        push(&c, "--");
+    }
     push(&c, cmd->launcher);
     if (cmd->argv) {
         for (size_t i = 0; cmd->argv[i]; i++)

@@ -18,7 +18,15 @@ typedef struct a3s_bwrap_cmd {
     const char *shell_command; /* bash -c form, or NULL */
     const char *shell;         /* trusted bash, absolute */
     const char *launcher;      /* a3s-sandbox-launch: always the first program inside */
+    /* Mediated network (grants): the relay runs first and starts the launcher under the
+     * command filter read from fd A3S_FD_CMD_FILTER; NULL otherwise. */
+    const char *relay;
+    const char *mediator_sock;
 } a3s_bwrap_cmd;
+
+#define A3S_FD_CMD_FILTER 7 /* the relay's command filter (mediated runs) */
+#define A3S_RELAY_HTTP "127.0.0.1:24731"
+#define A3S_RELAY_SOCKS "127.0.0.1:24732"
 
 /* Resolve and vet a trusted executable: absolute after canonicalization, a regular file
  * with an execute bit, not inside `workspace` (may be NULL). `out` is malloc'd. */

@@ -21,8 +21,8 @@ static const char usage_text[] =
     "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
     "       a3s-sandbox [run] [OPTIONS] -c 'SHELL COMMAND'\n"
     "       a3s-sandbox probe        [--policy P] [-w DIR]\n"
-    "       a3s-sandbox plan         [--policy P] [-w DIR] [--explain]\n"
-    "       a3s-sandbox digest       [--policy P] [-w DIR]\n"
+    "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain]\n"
+    "       a3s-sandbox digest       [--policy P] [-w DIR] [--grant H[:P]]...\n"
     "       a3s-sandbox capabilities [--policy P] [-w DIR]\n"
     "       a3s-sandbox check POLICY [-w DIR]\n"
     "       a3s-sandbox --version | --help\n"
@@ -35,6 +35,8 @@ static const char usage_text[] =
     "  -c COMMAND               run COMMAND with the trusted bash\n"
     "      --json               print one JSON result object on stdout\n"
     "      --audit FILE         append JSON-lines audit events of the run to FILE\n"
+    "      --grant HOST[:PORT]  mediated network access to exactly this origin (repeatable)\n"
+    "      --grant-digest HEX   the policy digest the grants were approved against\n"
     "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
     "\n"
     "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
@@ -101,7 +103,9 @@ typedef struct cli {
     const char **env;
     size_t nenv;
     char **argv;
-    int grants;
+    const char **grants;
+    size_t ngrants;
+    const char *grant_digest;
 } cli;
 
 static void parse(cli *c, int argc, char **argv)
@@ -125,7 +129,8 @@ static void parse(cli *c, int argc, char **argv)
         }
     }
     c->env = calloc((size_t)argc + 1, sizeof *c->env);
-    if (!c->env) {
+    c->grants = calloc((size_t)argc + 1, sizeof *c->grants);
+    if (!c->env || !c->grants) {
         fprintf(stderr, "a3s-sandbox: out of memory\n");
         exit(EXIT_REFUSED);
     }
@@ -152,9 +157,12 @@ static void parse(cli *c, int argc, char **argv)
         } else if (!strcmp(a, "-w") || !strcmp(a, "--workspace")) {
             NEED_VALUE();
             c->workspace = v;
-        } else if (!strcmp(a, "--grant") || !strcmp(a, "--grant-digest")) {
+        } else if (!strcmp(a, "--grant")) {
             NEED_VALUE();
-            c->grants++;
+            c->grants[c->ngrants++] = v;
+        } else if (!strcmp(a, "--grant-digest")) {
+            NEED_VALUE();
+            c->grant_digest = v;
         } else if (run && (!strcmp(a, "-t") || !strcmp(a, "--timeout"))) {
             NEED_VALUE();
             char *end = NULL;
@@ -251,9 +259,8 @@ int main(int argc, char **argv)
     /* A vanished reader of our stdout must not kill the supervisor mid-run. */
     signal(SIGPIPE, SIG_IGN);
 
-    if (c.grants) {
-        fprintf(stderr, "a3s-sandbox: --grant: network grants need the host mediator, "
-                        "which this build does not provide; refusing (nothing ran)\n");
+    if (c.grant_digest && !c.ngrants) {
+        fprintf(stderr, "a3s-sandbox: --grant-digest needs at least one --grant\n");
         return EXIT_REFUSED;
     }
 
@@ -276,6 +283,17 @@ int main(int argc, char **argv)
         }
         return fail("cannot create the sandbox", &err);
     }
+    /* Grants, approved against the digest of the policy without them (--grant-digest):
+     * a stale approval refuses everything, nothing runs. */
+    for (size_t i = 0; i < c.ngrants; i++)
+        if (a3s_sandbox_grant(sb, c.grants[i], i == 0 ? c.grant_digest : NULL, NULL, &err) !=
+            A3S_OK) {
+            fprintf(stderr, "a3s-sandbox: --grant %s: %s\n", c.grants[i], err.msg);
+            a3s_sandbox_free(sb);
+            free(c.env);
+            free(c.grants);
+            return EXIT_REFUSED;
+        }
     if (a3s_sandbox_fallback_reason(sb))
         fprintf(stderr,
                 "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "
@@ -352,6 +370,7 @@ int main(int argc, char **argv)
     }
     a3s_sandbox_free(sb);
     free(c.env);
+    free(c.grants);
     fflush(stdout);
     return rc;
 }

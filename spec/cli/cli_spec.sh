@@ -110,10 +110,11 @@ check "run with a failing policy: 125" eq "$RC" 125
 check "run with a failing policy: nothing ran" test ! -e "$ws/ran-broken-policy"
 
 # --- refusals: 125, nothing ran ---------------------------------------------------------------
-run_cli --grant example.com -w "$ws" -c 'touch ran-grant'
-check "--grant: refused with 125" eq "$RC" 125
-check "--grant: error message" contains "$ERR" "a3s-sandbox: "
-check "--grant: nothing ran" test ! -e "$ws/ran-grant"
+# A wildcard grant is refused before anything runs (grants themselves: grants_spec.sh).
+run_cli --grant '*.example.com' -w "$ws" -c 'touch ran-grant'
+check "--grant wildcard: refused with 125" eq "$RC" 125
+check "--grant wildcard: error message" contains "$ERR" "a3s-sandbox: "
+check "--grant wildcard: nothing ran" test ! -e "$ws/ran-grant"
 run_cli -w "$ws" -t 0 -c 'touch ran-t0'
 check "-t 0: 125" eq "$RC" 125
 check "-t 0: nothing ran" test ! -e "$ws/ran-t0"

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Network grants end to end (reference §6.10, §6.16; SPEC §6): the command reaches one
+# granted origin through the relay and the host mediator, and nothing else: denied
+# CONNECTs never reach the upstream, raw TCP has no route, AF_UNIX is denied, wildcard and
+# malformed grants are refused, stale approvals refuse the run, digests move with grants.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+
+ws=$(tmpdir)
+state=$(tmpdir)
+# A loopback upstream: "ping" -> "pong" for raw tunnels, a tiny HTTP reply otherwise;
+# every accepted connection is logged on the host side.
+cat >"$state/upstream.py" <<'PY'
+import socket, sys, threading
+log = open(sys.argv[1], "a", buffering=1)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    log.write("accepted\n")
+    data = c.recv(4096)
+    if data.startswith(b"ping"):
+        c.sendall(b"pong")
+    elif data.startswith(b"GET "):
+        log.write("http " + data.split(b"\r\n")[0].decode() + "\n")
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\nhttp-ok\n")
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+python3 "$state/upstream.py" "$state/log" >"$state/port" &
+up=$!
+trap 'kill $up 2>/dev/null; cleanup' EXIT
+for _ in $(seq 50); do [ -s "$state/port" ] && break; sleep 0.05; done
+port=$(head -1 "$state/port")
+check "upstream started" test -n "$port"
+accepted() { local n; n=$(grep -c accepted "$state/log" 2>/dev/null); echo "${n:-0}"; }
+
+# Digests move with grants; an identical re-grant changes nothing; stale refuses.
+run_cli digest -w "$ws"; base=$OUT
+run_cli digest -w "$ws" --grant "127.0.0.1:$port"; granted=$OUT
+run_cli digest -w "$ws" --grant "127.0.0.1:$port" --grant "127.0.0.1:$port"; twice=$OUT
+check "a grant changes the digest" test "$granted" != "$base"
+check "an identical re-grant changes nothing" eq "$twice" "$granted"
+run_cli -w "$ws" --grant "127.0.0.1:$port" --grant-digest "$base" -- true
+check "a grant approved against the current digest runs" eq "$RC" 0
+stale=0000000000000000000000000000000000000000000000000000000000000000
+run_cli -w "$ws" --grant "127.0.0.1:$port" --grant-digest "$stale" -c "touch $ws/stale-ran"
+check "stale approval: refused (125)" eq "$RC" 125
+check "stale approval: names both digests" contains "$ERR" "$stale"
+check "stale approval: names the current digest" contains "$ERR" "$base"
+check "stale approval: nothing ran" test ! -e "$ws/stale-ran"
+for bad in '*' '*.example.com' 'api.*.com' 'a b' 'a/b' 'user@host' 'host:0' 'host:99999'; do
+  run_cli -w "$ws" --grant "$bad" -c "touch $ws/bad-ran"
+  check "malformed or wildcard grant '$bad' refused" eq "$RC" 125
+done
+check "no malformed grant ran anything" test ! -e "$ws/bad-ran"
+
+# An allowed CONNECT through the relay's HTTP proxy.
+n0=$(accepted)
+run_cli -w "$ws" --json --grant "127.0.0.1:$port" -t 20 -- python3 -c "
+import os, socket
+host, p = os.environ['HTTPS_PROXY'].rsplit('/', 1)[-1].split(':')
+s = socket.create_connection((host, int(p)), timeout=5)
+s.sendall(b'CONNECT 127.0.0.1:$port HTTP/1.1\r\nHost: x\r\n\r\n')
+head = s.recv(4096)
+assert head.startswith(b'HTTP/1.1 200'), head
+s.sendall(b'ping'); print(s.recv(4).decode(), 'tunnel-ok')"
+check "CONNECT to the granted origin tunnels (pong)" contains "$OUT" 'pong tunnel-ok'
+check "result lists the grant with the digest" contains "$OUT" "\"network_grants\":[{\"host\":\"127.0.0.1\",\"policy_digest\":\"$granted\",\"port\":$port}]"
+check "the upstream saw the tunnel" test "$(accepted)" -gt "$n0"
+
+# SOCKS5 through the relay.
+run_cli -w "$ws" --grant "127.0.0.1:$port" -t 20 -- python3 -c "
+import os, socket, struct
+host, p = os.environ['ALL_PROXY'].rsplit('/', 1)[-1].split(':')
+s = socket.create_connection((host, int(p)), timeout=5)
+s.sendall(b'\x05\x01\x00'); assert s.recv(2) == b'\x05\x00'
+h = b'127.0.0.1'
+s.sendall(b'\x05\x01\x00\x03' + bytes([len(h)]) + h + struct.pack('>H', $port))
+r = s.recv(10); assert r[1] == 0, r
+s.sendall(b'ping'); print(s.recv(4).decode(), 'socks-ok')"
+check "SOCKS5 CONNECT to the granted origin (pong)" contains "$OUT" 'pong socks-ok'
+
+# Absolute-form plain HTTP through the proxy.
+run_cli -w "$ws" --grant "127.0.0.1:$port" -t 20 -- python3 -c "
+import urllib.request
+print(urllib.request.urlopen('http://127.0.0.1:$port/v1/x', timeout=5).read().decode().strip())"
+check "absolute-form HTTP GET is forwarded" contains "$OUT" http-ok
+
+# Denials: another port, raw TCP, AF_UNIX; the upstream must see none of them.
+n1=$(accepted)
+run_cli -w "$ws" --json --grant "127.0.0.1:$port" -t 20 -- python3 -c "
+import os, socket
+host, p = os.environ['HTTPS_PROXY'].rsplit('/', 1)[-1].split(':')
+s = socket.create_connection((host, int(p)), timeout=5)
+s.sendall(b'CONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n'); print(s.recv(64).split(b'\r\n')[0].decode())
+try:
+    socket.create_connection(('127.0.0.1', $port), timeout=1); print('raw-connected')
+except OSError: print('raw-refused')
+try:
+    socket.socket(socket.AF_UNIX); print('unix-opened')
+except OSError: print('unix-denied')"
+check "CONNECT to a non-granted port gets 403" contains "$OUT" 'HTTP/1.1 403'
+check "raw TCP to the host loopback has no route" contains "$OUT" raw-refused
+check "AF_UNIX sockets are denied to the command" contains "$OUT" unix-denied
+check "the refusal is a structured denial" contains "$OUT" '"kind":"network"'
+check "the upstream was never contacted by the denied attempts" eq "$(accepted)" "$n1"
+
+# Hosts are exact: a grant for localhost does not cover 127.0.0.1 (and resolves to an
+# internal address, which only a literal IP grant may reach).
+run_cli -w "$ws" --grant "localhost:$port" -t 20 -- python3 -c "
+import os, socket
+host, p = os.environ['HTTPS_PROXY'].rsplit('/', 1)[-1].split(':')
+for target in (b'127.0.0.1', b'localhost'):
+    s = socket.create_connection((host, int(p)), timeout=5)
+    s.sendall(b'CONNECT ' + target + b':$port HTTP/1.1\r\n\r\n'); print(target.decode(), s.recv(64).split(b'\r\n')[0].decode())"
+check "localhost grant does not allow 127.0.0.1" contains "$OUT" "127.0.0.1 HTTP/1.1 403"
+check "localhost resolves to loopback: refused without a literal IP grant" contains "$OUT" "localhost HTTP/1.1 403"
+check "still nothing reached the upstream" eq "$(accepted)" "$n1"
+
+# Without a grant there is no proxy at all.
+run_cli -w "$ws" -c 'echo "proxy=${HTTPS_PROXY:-none}"'
+check "baseline: no proxy variables" eq "$OUT" "proxy=none"
+finish
