@@ -105,6 +105,63 @@ print(f"scan: 100k-file workspace   {scan*1000:7.1f} ms added by the scan "
 print(f"scan: find -links +1        {statistics.median(tf)*1000:7.1f} ms")
 print(f"scan ratio scan/find        {scan/statistics.median(tf):7.2f} x   (target <= 1.0)")
 
+# Mediated network: 200 CONNECT round trips (connect to the relay, CONNECT, ping->pong)
+# through relay + mediator inside the sandbox, next to the same exchange made directly
+# from the host without the sandbox (plain TCP, no proxy).
+import socket, threading
+up = socket.socket()
+up.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+up.bind(("127.0.0.1", 0))
+up.listen(256)
+up_port = up.getsockname()[1]
+def upstream():
+    while True:
+        c, _ = up.accept()
+        def one(c):
+            try:
+                if c.recv(16).startswith(b"ping"):
+                    c.sendall(b"pong")
+            finally:
+                c.close()
+        threading.Thread(target=one, args=(c,), daemon=True).start()
+threading.Thread(target=upstream, daemon=True).start()
+client = r'''
+import os, socket, sys, time, json
+n, port, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+lat = []
+for _ in range(n):
+    t = time.perf_counter()
+    if mode == "proxy":
+        host, p = os.environ["HTTPS_PROXY"].rsplit("/", 1)[-1].split(":")
+        s = socket.create_connection((host, int(p)), timeout=5)
+        s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % port)
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += s.recv(1)
+        assert head.startswith(b"HTTP/1.1 200"), head
+    else:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"ping")
+    assert s.recv(4) == b"pong"
+    s.close()
+    lat.append(time.perf_counter() - t)
+print(json.dumps(lat))
+'''
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))] * 1000
+r = subprocess.run([cli, "-w", os.path.join(ws, "empty"), "--grant", f"127.0.0.1:{up_port}",
+                    "-t", "60", "--", "python3", "-c", client, "200", str(up_port), "proxy"],
+                   capture_output=True, text=True)
+if r.returncode == 0:
+    via = json.loads(r.stdout)
+    direct = json.loads(subprocess.run(["python3", "-c", client, "200", str(up_port), "direct"],
+                                       capture_output=True, text=True).stdout)
+    print(f"network: CONNECT via relay+mediator  p50 {pct(via, .5):6.2f} ms  p99 {pct(via, .99):6.2f} ms (200 requests)")
+    print(f"network: same exchange, no sandbox  p50 {pct(direct, .5):6.2f} ms  p99 {pct(direct, .99):6.2f} ms (direct TCP)")
+else:
+    print("network: mediated run failed:", r.stderr.strip()[:300])
+
 # Deadline to return: -t 0.2 on a sleeping command.
 lat = []
 for _ in range(max(5, rounds // 4)):
