@@ -1,25 +1,9 @@
 -- Audit events through the Lua module: a callback receives one JSON line per event of an
 -- execution (with its execution id), a file path gets the same lines appended, and an
 -- error raised in the callback is re-raised from sb:exec, not swallowed.
-local found, lu = pcall(require, "luaunit")
-if not found then
-  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
-  lu = require "luaunit"
-end
-local sandbox = require "a3s_sandbox"
-
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read "a"
-  p:close()
-  return (out:gsub("\n+$", ""))
-end
-local dirs = {}
-local function tmpdir()
-  local d = sh "mktemp -d \"${TMPDIR:-/tmp}/a3s-lua-audit-XXXXXX\""
-  dirs[#dirs + 1] = d
-  return d
-end
+local H = require "spec_helper"
+local lu, sandbox, sh = H.lu, H.sandbox, H.sh
+local function tmpdir() return H.tmpdir("audit") end
 
 TestAudit = {}
 
@@ -68,6 +52,4 @@ function TestAudit:test_bad_option_raises()
   lu.assertErrorMsgContains("audit", function() sandbox.new{ audit = 42 } end)
 end
 
-local rc = lu.LuaUnit.run()
-for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
-os.exit(rc)
+H.run()

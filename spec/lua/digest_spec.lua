@@ -4,29 +4,14 @@
 --
 -- When a shipped policy changes on purpose, its vector here changes with it: update it
 -- in the same commit (the point of the vector is that nothing changes it by accident).
-local found, lu = pcall(require, "luaunit")
-if not found then
-  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
-  lu = require "luaunit"
-end
-local sandbox = require "a3s_sandbox"
+local H = require "spec_helper"
+local lu, sandbox, sh = H.lu, H.sandbox, H.sh
+local function tmpdir() return H.tmpdir("digest") end
 
 local VECTORS = {
   baseline = "1bb086360c72613b2ef7947f77256a45fe53d8fa6198623bf4a8a5908885bc1c",
 }
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read "a"
-  p:close()
-  return (out:gsub("\n+$", ""))
-end
-local dirs = {}
-local function tmpdir()
-  local d = sh "mktemp -d \"${TMPDIR:-/tmp}/a3s-lua-digest-XXXXXX\""
-  dirs[#dirs + 1] = d
-  return d
-end
 local function digest(policy, ws)
   local sb = assert(sandbox.new{ workspace = ws or tmpdir(), policy = policy })
   local d = assert(sb:digest())
@@ -114,6 +99,4 @@ function TestDigest:test_cli_agrees()
   lu.assertEquals(sh(cli .. " digest -w " .. ws), digest("baseline", ws))
 end
 
-local rc = lu.LuaUnit.run()
-for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
-os.exit(rc)
+H.run()

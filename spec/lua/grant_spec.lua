@@ -1,24 +1,8 @@
 -- sb:grant{} through the Lua module (reference §6.16): digest-pinned, exact, idempotent,
 -- recorded in results; stale and wildcard grants refused and nothing changes.
-local found, lu = pcall(require, "luaunit")
-if not found then
-  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
-  lu = require "luaunit"
-end
-local sandbox = require "a3s_sandbox"
-
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read "a"
-  p:close()
-  return (out:gsub("\n+$", ""))
-end
-local dirs = {}
-local function tmpdir()
-  local d = sh "mktemp -d \"${TMPDIR:-/tmp}/a3s-lua-grant-XXXXXX\""
-  dirs[#dirs + 1] = d
-  return d
-end
+local H = require "spec_helper"
+local lu, sandbox, sh = H.lu, H.sandbox, H.sh
+local function tmpdir() return H.tmpdir("grant") end
 
 TestGrant = {}
 
@@ -72,6 +56,4 @@ function TestGrant:test_misuse_raises()
   lu.assertErrorMsgContains("host", function() self.sb:grant{ port = 1 } end)
 end
 
-local rc = lu.LuaUnit.run()
-for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
-os.exit(rc)
+H.run()

@@ -1,30 +1,10 @@
 -- Monotonic policy updates through the Lua module: sb:replace_policy(p, opts) accepts a
 -- narrowing, refuses a broadening without allow_broadening (nothing changes: same digest,
 -- same behaviour), and accepts it with the explicit opt-in.
-local found, lu = pcall(require, "luaunit")
-if not found then
-  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
-  lu = require "luaunit"
-end
-local sandbox = require "a3s_sandbox"
-
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read "a"
-  p:close()
-  return (out:gsub("\n+$", ""))
-end
-local dirs = {}
-local function tmpdir()
-  local d = sh "mktemp -d \"${TMPDIR:-/tmp}/a3s-lua-update-XXXXXX\""
-  dirs[#dirs + 1] = d
-  return d
-end
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local H = require "spec_helper"
+local lu, sandbox, sh = H.lu, H.sandbox, H.sh
+local function tmpdir() return H.tmpdir("update") end
+local write = H.write
 
 TestUpdate = {}
 
@@ -104,6 +84,4 @@ function TestUpdate:test_misuse_raises()
   lu.assertError(function() self.sb:replace_policy(true) end)
 end
 
-local rc = lu.LuaUnit.run()
-for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
-os.exit(rc)
+H.run()
