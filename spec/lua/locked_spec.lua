@@ -33,11 +33,7 @@
 -- Exits 77 (skip) when the sandbox boundary is unavailable, unless A3S_MUST_WORK=1.
 -- LUA_PATH may arrive without its ";;" (CMake splits ENVIRONMENT on ';'): fall back to
 -- the system Lua directories for luaunit.
-local found, lu = pcall(require, "luaunit")
-if not found then
-  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
-  lu = require "luaunit"
-end
+local lu = require("spec_helper").lu
 local sandbox = require "a3s_sandbox"
 
 local function sh(cmd)

@@ -1,10 +1,6 @@
 -- The README's embedding example, extracted from README.md and run as written: a tool
 -- with its own derived policy, streaming output live.
-local found, lu = pcall(require, "luaunit")
-if not found then
-  package.path = package.path .. ";/usr/share/lua/5.4/?.lua;/usr/local/share/lua/5.4/?.lua"
-  lu = require "luaunit"
-end
+local lu = require("spec_helper").lu
 
 local src = os.getenv("A3S_SOURCE_DIR") or "."
 local function sh(cmd)
