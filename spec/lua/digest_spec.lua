@@ -7,6 +7,7 @@
 local H = require "spec_helper"
 local lu, sandbox, sh = H.lu, H.sandbox, H.sh
 local function tmpdir() return H.tmpdir("digest") end
+H.require_sandbox()
 
 local VECTORS = {
   baseline = "1bb086360c72613b2ef7947f77256a45fe53d8fa6198623bf4a8a5908885bc1c",

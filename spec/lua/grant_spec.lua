@@ -3,6 +3,7 @@
 local H = require "spec_helper"
 local lu, sandbox, sh = H.lu, H.sandbox, H.sh
 local function tmpdir() return H.tmpdir("grant") end
+H.require_sandbox()
 
 TestGrant = {}
 

@@ -82,22 +82,7 @@ do
 end
 
 -- Skip (77) when the boundary cannot work here, fail instead under A3S_MUST_WORK=1.
-do
-  local ws = tmpdir()
-  local sb, err = sandbox.new { workspace = ws }
-  local ok, perr
-  if sb then ok, perr = sb:probe() end
-  if not ok then
-    print("SKIP: the sandbox boundary is unavailable here: " .. tostring(err or perr))
-    cleanup()
-    if os.getenv "A3S_MUST_WORK" == "1" then
-      print "A3S_MUST_WORK=1: failing instead"
-      os.exit(1)
-    end
-    os.exit(77)
-  end
-  sb:close()
-end
+require("spec_helper").require_sandbox(cleanup)
 
 local TAIL = '\nreturn a3s.extend("baseline", "x")\n'
 local TIME_LIMIT_MS = 5000 -- the runtime's wall clock per evaluation (README "Limits")

@@ -53,22 +53,7 @@ end
 local function is_hex64(s) return type(s) == "string" and s:match "^[0-9a-f]+$" ~= nil and #s == 64 end
 
 -- Skip (77) when the boundary cannot work here, fail instead under A3S_MUST_WORK=1.
-do
-  local ws = tmpdir()
-  local sb, err = sandbox.new { workspace = ws }
-  local ok, perr
-  if sb then ok, perr = sb:probe() end
-  if not ok then
-    print("SKIP: the sandbox boundary is unavailable here: " .. tostring(err or perr))
-    cleanup()
-    if os.getenv "A3S_MUST_WORK" == "1" then
-      print "A3S_MUST_WORK=1: failing instead"
-      os.exit(1)
-    end
-    os.exit(77)
-  end
-  sb:close()
-end
+require("spec_helper").require_sandbox(cleanup)
 
 TestModule = {}
 

@@ -58,22 +58,7 @@ for f in sh("ls " .. q(SRC .. "/policies") .. "/*.lua"):gmatch "[^\n]+" do
 end
 
 -- Skip (77) when the boundary cannot work here, fail instead under A3S_MUST_WORK=1.
-do
-  local ws = tmpdir()
-  local sb, err = sandbox.new { workspace = ws }
-  local ok, perr
-  if sb then ok, perr = sb:probe() end
-  if not ok then
-    print("SKIP: the sandbox boundary is unavailable here: " .. tostring(err or perr))
-    cleanup()
-    if os.getenv "A3S_MUST_WORK" == "1" then
-      print "A3S_MUST_WORK=1: failing instead"
-      os.exit(1)
-    end
-    os.exit(77)
-  end
-  sb:close()
-end
+require("spec_helper").require_sandbox(cleanup)
 
 local function open(policy, ws)
   local sb, err = sandbox.new { policy = policy, workspace = ws }

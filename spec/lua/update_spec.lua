@@ -4,6 +4,7 @@
 local H = require "spec_helper"
 local lu, sandbox, sh = H.lu, H.sandbox, H.sh
 local function tmpdir() return H.tmpdir("update") end
+H.require_sandbox()
 local write = H.write
 
 TestUpdate = {}
