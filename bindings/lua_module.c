@@ -151,11 +151,11 @@ static int push_json_text(lua_State *L, char *text, const a3s_error *err)
     return 1;
 }
 
-/* sandbox.new{ workspace=, policy=, allow_process_host= } -> sb | nil, err */
+/* sandbox.new{ workspace=, policy=, allow_process_host=, allow_host_root= } -> sb | nil, err */
 static int l_new(lua_State *L)
 {
     static const char *const keys[] = {"workspace", "policy", "allow_process_host", "bwrap",
-                                       "audit", NULL};
+                                       "audit", "allow_host_root", NULL};
     a3s_options o = {0};
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
@@ -167,6 +167,11 @@ static int l_new(lua_State *L)
         if (t != LUA_TNIL && t != LUA_TBOOLEAN)
             luaL_error(L, "option 'allow_process_host' must be a boolean");
         o.allow_process_host = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        t = lua_getfield(L, 1, "allow_host_root");
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+            luaL_error(L, "option 'allow_host_root' must be a boolean");
+        o.allow_host_root = lua_toboolean(L, -1);
         lua_pop(L, 1);
     }
     lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);

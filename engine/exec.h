@@ -11,7 +11,7 @@
 #include "a3s_sandbox.h"
 #include "capture.h"
 
-#define A3S_EXEC_MAX_KEEP 6
+#define A3S_EXEC_MAX_KEEP 9
 
 typedef struct a3s_fdmap {
     int fd;     /* parent's fd */

@@ -571,8 +571,9 @@ static void reconcile(int wsfd, struct record *rec, bool alive, const a3s_strv *
     rec->n = w;
 }
 
-int a3s_pins_acquire_in(const char *root, const char *workspace, const a3s_strv *dirs,
-                        const a3s_strv *files, a3s_pins **out, a3s_error *err)
+int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
+                        const a3s_strv *dirs, const a3s_strv *files, a3s_pins **out,
+                        a3s_error *err)
 {
     if (!out)
         return a3s_fail(err, A3S_ERR_INVALID, "pins: no output");
@@ -593,7 +594,8 @@ int a3s_pins_acquire_in(const char *root, const char *workspace, const a3s_strv 
     if (!pins)
         return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
     pins->statefd = pins->lockfd = -1;
-    pins->wsfd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    pins->wsfd = wsfd >= 0 ? fcntl(wsfd, F_DUPFD_CLOEXEC, 0)
+                           : open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (pins->wsfd < 0) {
         int saved = errno;
         pins_free(pins);
@@ -693,7 +695,7 @@ int a3s_pins_acquire_in(const char *root, const char *workspace, const a3s_strv 
 int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv *files,
                      a3s_pins **out, a3s_error *err)
 {
-    return a3s_pins_acquire_in(a3s_stale_root(NULL), workspace, dirs, files, out, err);
+    return a3s_pins_acquire_in(a3s_stale_root(NULL), -1, workspace, dirs, files, out, err);
 }
 
 char *const *a3s_pins_paths(const a3s_pins *pins)

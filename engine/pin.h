@@ -16,14 +16,16 @@ typedef struct a3s_pins a3s_pins;
 
 /* Create a directory (0700) for each name in dirs and an empty file (0600, O_EXCL) for
  * each name in files, directly under workspace, recording them in the state directory
- * under root (see a3s_stale_root). A name that is already a live, untouched pin of this
+ * under root (see a3s_stale_root). The workspace is the directory open as wsfd (dup'ed),
+ * or `workspace` opened without following a final link when wsfd < 0. A name that is already a live, untouched pin of this
  * workspace is shared instead; pins recorded by holders that are all dead are first
  * removed if untouched (or taken over when requested again) and forgotten otherwise.
  * Names that exist otherwise are left alone and not held. On success *out lists the
  * held paths (see a3s_pins_paths). On failure nothing created by this call remains.
  * Fails (A3S_ERR_SETUP) when the state directory is refused (see stale.h). */
-int a3s_pins_acquire_in(const char *root, const char *workspace, const a3s_strv *dirs,
-                        const a3s_strv *files, a3s_pins **out, a3s_error *err);
+int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
+                        const a3s_strv *dirs, const a3s_strv *files, a3s_pins **out,
+                        a3s_error *err);
 /* a3s_pins_acquire_in with root a3s_stale_root(NULL). */
 int a3s_pins_acquire(const char *workspace, const a3s_strv *dirs, const a3s_strv *files,
                      a3s_pins **out, a3s_error *err);

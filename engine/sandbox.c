@@ -31,6 +31,8 @@
 #include "explain.h"
 #include "pin.h"
 #include "plan.h"
+#include "rootid.h"
+#include "wspath.h"
 #include "policy_runtime.h"
 #include "scan.h"
 #include "update.h"
@@ -45,6 +47,14 @@ extern char **environ;
 
 struct a3s_sandbox {
     char *workspace, *bwrap, *shell, *home, *tmp;
+    int ws_fd; /* the workspace, opened once (wspath.h): every later use goes through it */
+    struct stat ws_st;
+    /* Root callers: the command runs under an unprivileged host id (rootid.h), unless
+     * host root was allowed and that id is not available here. */
+    bool allow_host_root;
+    a3s_rootid rootid;
+    bool rootid_tried;
+    char *rootid_error;
     char digest[65]; /* of the current policy, computed once; "" until then */
     char *launcher; /* a3s-sandbox-launch, or NULL: the argv form goes through bash */
     a3s_policy_src src;
@@ -158,6 +168,10 @@ void a3s_sandbox_free(a3s_sandbox *sb)
 {
     if (!sb)
         return;
+    if (sb->ws_fd >= 0)
+        close(sb->ws_fd);
+    a3s_rootid_close(&sb->rootid);
+    free(sb->rootid_error);
     free(sb->workspace);
     free(sb->bwrap);
     free(sb->shell);
@@ -304,6 +318,9 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
         a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
         return NULL;
     }
+    sb->ws_fd = -1;
+    sb->rootid = (a3s_rootid)A3S_ROOTID_INIT;
+    sb->allow_host_root = opts->allow_host_root;
     const char *const *env = opts->host_env ? opts->host_env : (const char *const *)environ;
     for (size_t i = 0; env && env[i]; i++)
         if (a3s_strv_push(&sb->host_env, env[i]) < 0)
@@ -319,17 +336,12 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     sb->audit_fn = opts->audit_fn;
     sb->audit_ud = opts->audit_ud;
 
-    /* Workspace: canonical, a directory. */
+    /* Workspace: opened once, walked without trusting links a command could plant. */
     const char *ws = opts->workspace ? opts->workspace : ".";
-    sb->workspace = realpath(ws, NULL);
-    if (!sb->workspace) {
-        a3s_fail_errno(err, A3S_ERR_INVALID, errno,
-                       "failed to canonicalize the sandbox workspace '%s'", ws);
+    if (a3s_wspath_open(ws, &sb->workspace, &sb->ws_fd, err) < 0)
         goto fail;
-    }
-    if (!is_dir(sb->workspace)) {
-        a3s_fail(err, A3S_ERR_INVALID, "sandbox workspace %s is not a directory",
-                 sb->workspace);
+    if (fstat(sb->ws_fd, &sb->ws_st) < 0) {
+        a3s_fail_errno(err, A3S_ERR_INVALID, errno, "sandbox workspace %s", sb->workspace);
         goto fail;
     }
 
@@ -446,6 +458,11 @@ const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb)
 
 typedef struct prepared {
     char *scratch;
+    int scratch_fd;
+    struct stat scratch_st;
+    a3s_strv setup;      /* setup records (protocol.h) */
+    int ws_mnt, scratch_mnt; /* mapped identity: idmapped detached mounts */
+    bool mapped;
     a3s_plan *plan;
     a3s_scan_result scan;
     a3s_pins *pins;
@@ -492,6 +509,14 @@ static int set_proxy_env(a3s_strv *env)
 
 static void prepared_free(prepared *pp)
 {
+    a3s_strv_free(&pp->setup);
+    if (pp->ws_mnt >= 0)
+        close(pp->ws_mnt);
+    if (pp->scratch_mnt >= 0)
+        close(pp->scratch_mnt);
+    if (pp->scratch_fd >= 0)
+        close(pp->scratch_fd);
+    pp->ws_mnt = pp->scratch_mnt = pp->scratch_fd = -1;
     a3s_pins_release(pp->pins);
     pp->pins = NULL;
     a3s_scan_result_free(&pp->scan);
@@ -507,26 +532,81 @@ static void prepared_free(prepared *pp)
     pp->scratch = NULL;
 }
 
+/* Root callers: the command runs under an unprivileged host id, with the workspace and
+ * the scratch dir as idmapped mounts (rootid.h). Where that cannot be done, the run is
+ * refused unless host root was allowed. Other callers run as themselves. */
+static int mapped_identity(a3s_sandbox *sb, prepared *pp, a3s_error *err)
+{
+    if (geteuid() != 0)
+        return 0;
+    a3s_error e = {0};
+    if (!sb->rootid_tried) {
+        sb->rootid_tried = true;
+        uint32_t id = A3S_MAPPED_ID_DEFAULT;
+        const char *env = host_getenv(sb, "A3S_SANDBOX_MAPPED_ID");
+        if (env && *env) {
+            char *end;
+            unsigned long v = strtoul(env, &end, 10);
+            if (*end || v == 0 || v >= 0xFFFFFFFFul)
+                return a3s_fail(err, A3S_ERR_INVALID,
+                                "A3S_SANDBOX_MAPPED_ID=%s is not a usable uid", env);
+            id = (uint32_t)v;
+        }
+        if (a3s_rootid_open(&sb->rootid, id, &e) < 0 &&
+            !(sb->rootid_error = a3s_strdup(e.msg)))
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    if (!sb->rootid_error) {
+        bool ro = true;
+        for (size_t i = 0; i < pp->plan->nfs; i++)
+            if (!strcmp(pp->plan->fs[i].path, sb->workspace) &&
+                pp->plan->fs[i].kind == A3S_FS_RW)
+                ro = false;
+        pp->ws_mnt = a3s_rootid_clone(&sb->rootid, sb->ws_fd, "workspace", sb->workspace, ro, &e);
+        if (pp->ws_mnt >= 0)
+            pp->scratch_mnt = a3s_rootid_clone(&sb->rootid, pp->scratch_fd, "scratch directory",
+                                               pp->scratch, false, &e);
+        if (pp->ws_mnt >= 0 && pp->scratch_mnt >= 0) {
+            pp->mapped = true;
+            return 0;
+        }
+    } else {
+        a3s_fail(&e, A3S_ERR_SETUP, "%s", sb->rootid_error);
+    }
+    if (sb->allow_host_root)
+        return 0; /* reported as identity "host-root" */
+    *err = e;
+    return -1;
+}
+
 /* Policy -> validated plan -> scan -> (pins) -> env -> bwrap args. `pin` is false for
  * read-only questions (plan JSON): then missing protected names are not pinned. */
 static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepared *pp,
                    a3s_error *err)
 {
     memset(pp, 0, sizeof *pp);
+    pp->scratch_fd = pp->ws_mnt = pp->scratch_mnt = -1;
     /* Best effort: clean up after executions that were killed (pins, scratch dirs). */
     a3s_pins_sweep(a3s_stale_root(sb->tmp));
     a3s_stale_sweep(a3s_stale_root(sb->tmp));
     if (!(pp->scratch = make_scratch(sb, err)))
         return -1;
+    /* The scratch dir as created: its identity is checked again inside. */
+    pp->scratch_fd = open(pp->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pp->scratch_fd < 0 || fstat(pp->scratch_fd, &pp->scratch_st) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "scratch directory %s", pp->scratch);
+        goto fail;
+    }
     if (!(pp->plan = compile(sb, pp->scratch, err)))
         goto fail;
     if (policy_digest(sb, pp->digest, err) < 0)
         goto fail;
-    if (a3s_scan_workspace(pp->plan, &pp->scan, err) < 0)
+    if (a3s_scan_workspace(pp->plan, sb->ws_fd, &pp->scan, err) < 0)
         goto fail;
     if (pin) {
-        if (a3s_pins_acquire_in(a3s_stale_root(sb->tmp), sb->workspace, &pp->scan.missing_dirs,
-                                &pp->scan.missing_files, &pp->pins, err) < 0)
+        if (a3s_pins_acquire_in(a3s_stale_root(sb->tmp), sb->ws_fd, sb->workspace,
+                                &pp->scan.missing_dirs, &pp->scan.missing_files, &pp->pins,
+                                err) < 0)
             goto fail;
         char *const *pins = a3s_pins_paths(pp->pins);
         for (size_t i = 0; pins && pins[i]; i++)
@@ -545,7 +625,20 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
         return 0;
     }
     static const char *const probe_argv[] = {"true", NULL};
-    a3s_bwrap_cmd cmd = {.shell = sb->shell, .launcher = sb->launcher};
+    if (mapped_identity(sb, pp, err) < 0)
+        goto fail;
+    a3s_bwrap_cmd cmd = {
+        .shell = sb->shell,
+        .launcher = sb->launcher,
+        .ws_dev = sb->ws_st.st_dev,
+        .ws_ino = sb->ws_st.st_ino,
+        .scratch_dev = pp->scratch_st.st_dev,
+        .scratch_ino = pp->scratch_st.st_ino,
+        .scan = &pp->scan,
+        .mapped = pp->mapped,
+        .uid = getuid(),
+        .gid = getgid(),
+    };
     if (sb->ngrants) {
         if (!sb->relay) {
             a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-relay, which was not "
@@ -566,7 +659,8 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
         cmd.shell_command = req->shell_command;
     else
         cmd.argv = (char *const *)probe_argv;
-    if (a3s_bwrap_build_args(pp->plan, &pp->env, &cmd, &pp->args, &pp->cmd, err) < 0)
+    if (a3s_bwrap_build_args(pp->plan, &pp->env, &cmd, &pp->args, &pp->cmd, &pp->setup,
+                             err) < 0)
         goto fail;
     return 0;
 fail:
@@ -661,6 +755,7 @@ static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o
     snprintf(r->policy, sizeof r->policy, "%s", pp->plan->name);
     memcpy(r->policy_digest, pp->digest, sizeof r->policy_digest);
     r->backend = a3s_sandbox_backend(sb);
+    r->identity = pp->mapped ? "mapped" : geteuid() == 0 ? "host-root" : "caller";
     if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan, ev, med_denials)))
         goto oom;
     json_t *g = json_array();
@@ -773,6 +868,15 @@ static char *stop_mediator(mediator_proc *m)
     return text;
 }
 
+static void restore_ws_mode(const a3s_sandbox *sb, const struct stat *before)
+{
+    struct stat now;
+    if (fstat(sb->ws_fd, &now) == 0 && (now.st_mode & 07777) != (before->st_mode & 07777) &&
+        fchmod(sb->ws_fd, before->st_mode & 07777) < 0) {
+        /* best effort: the fd is ours; a failure here leaves the mode the command set */
+    }
+}
+
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
                      a3s_error *err)
 {
@@ -801,6 +905,10 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         return err ? err->code : A3S_ERR_SETUP;
     }
     a3s_audit_emit(au, "compile", "allow", "policy-allow", "enforced-policy", NULL);
+    /* The workspace root's mode, restored after the run if the command changed it (a
+     * 0777 workspace would let any local user plant files in it). */
+    struct stat ws_before;
+    bool ws_mode_known = fstat(sb->ws_fd, &ws_before) == 0;
     a3s_audit_emit(au, "network", "deny", "network-deny-all",
                    sb->ngrants ? "<network-except-mediator>" : "<network>", NULL);
     for (size_t i = 0; i < sb->ngrants; i++) {
@@ -814,7 +922,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     mediator_proc med = {-1, -1, -1};
     a3s_cgroup *cg = NULL;
     a3s_cgroup_events ev = {0};
-    int seccomp_fd = -1, args_fd = -1, started[2] = {-1, -1}, status[2] = {-1, -1};
+    int seccomp_fd = -1, args_fd = -1, setup_fd = -1, started[2] = {-1, -1},
+        status[2] = {-1, -1};
     a3s_outcome o;
     memset(&o, 0, sizeof o);
     int64_t timeout_ms = pp.plan->limits.timeout_ms;
@@ -907,7 +1016,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         } else if ((seccomp_fd = a3s_seccomp_export(&pp.plan->seccomp, err)) < 0) {
             goto out;
         }
-        if ((args_fd = a3s_bwrap_args_memfd(&pp.args, err)) < 0)
+        if ((args_fd = a3s_bwrap_args_memfd(&pp.args, err)) < 0 ||
+            (setup_fd = a3s_bwrap_args_memfd(&pp.setup, err)) < 0)
             goto out;
         if (pipe2(started, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
             a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: pipe2");
@@ -931,13 +1041,26 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         l.keep[1] = (a3s_fdmap){status[1], A3S_FD_STATUS};
         l.keep[2] = (a3s_fdmap){args_fd, A3S_FD_ARGS};
         l.keep[3] = (a3s_fdmap){seccomp_fd, A3S_FD_SECCOMP};
-        l.nkeep = 4;
+        l.keep[4] = (a3s_fdmap){setup_fd, A3S_FD_SETUP};
+        l.nkeep = 5;
         if (cmd_filter_fd >= 0)
             l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER};
+        if (pp.mapped) {
+            /* a3s_exec_run consumes these too; the rootid namespace is the sandbox's. */
+            int uns = fcntl(sb->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0);
+            if (uns < 0) {
+                a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: dup");
+                goto out;
+            }
+            l.keep[l.nkeep++] = (a3s_fdmap){pp.ws_mnt, A3S_FD_WS_MOUNT};
+            l.keep[l.nkeep++] = (a3s_fdmap){pp.scratch_mnt, A3S_FD_SCRATCH_MOUNT};
+            l.keep[l.nkeep++] = (a3s_fdmap){uns, A3S_FD_USERNS};
+            pp.ws_mnt = pp.scratch_mnt = -1;
+        }
         l.started_fd = started[0];
         l.status_fd = status[0];
         /* a3s_exec_run consumes the keep fds. */
-        started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = -1;
+        started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = setup_fd = -1;
         if (a3s_exec_run(&l, &o, err) < 0)
             goto out;
         if (!o.started && !o.timed_out && !o.aborted) {
@@ -970,6 +1093,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_audit_emit(au, "quota", "deny", "quota-hit", "<quota:processes>", NULL);
     rc = A3S_OK;
 out:
+    if (ws_mode_known)
+        restore_ws_mode(sb, &ws_before);
     free(stop_mediator(&med));
     if (cmd_filter_fd >= 0)
         close(cmd_filter_fd);
@@ -981,6 +1106,8 @@ out:
         close(seccomp_fd);
     if (args_fd >= 0)
         close(args_fd);
+    if (setup_fd >= 0)
+        close(setup_fd);
     for (int i = 0; i < 2; i++) {
         if (started[i] >= 0)
             close(started[i]);
@@ -1032,6 +1159,7 @@ char *a3s_result_json(const a3s_result *r)
     json_object_set_new(o, "policy", json_string(r->policy));
     json_object_set_new(o, "policy_digest", json_string(r->policy_digest));
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
+    json_object_set_new(o, "identity", json_string(r->identity ? r->identity : ""));
     json_object_set_new(o, "network_grants",
                         r->grants_json ? json_loads(r->grants_json, 0, &je) : json_array());
     json_object_set_new(o, "denials", den);
@@ -1043,7 +1171,7 @@ char *a3s_result_json(const a3s_result *r)
 
 /* ---- probe, plan, digest, capabilities ------------------------------------------------ */
 
-static int run_probe(a3s_sandbox *sb, a3s_error *err)
+static int run_probe(a3s_sandbox *sb, const char **identity, a3s_error *err)
 {
     static const char *const argv[] = {"printf", "%s", PROBE_MARKER, NULL};
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
@@ -1056,6 +1184,8 @@ static int run_probe(a3s_sandbox *sb, a3s_error *err)
         return a3s_fail(err, rc, "sandbox probe failed: %s", xerr.msg);
     bool good = r.has_exit_code && r.exit_code == 0 && !r.timed_out &&
                 strcmp(r.stdout_text, PROBE_MARKER) == 0;
+    if (identity)
+        *identity = r.identity;
     if (!good)
         a3s_fail(err, A3S_ERR_SETUP,
                  "sandbox probe failed: exit %d%s, stdout '%.200s', stderr '%.400s'",
@@ -1068,14 +1198,14 @@ static int run_probe(a3s_sandbox *sb, a3s_error *err)
 /* Used for the process-host opt-in: is the native boundary usable at all? */
 static int quick_probe(a3s_sandbox *sb, a3s_error *err)
 {
-    return run_probe(sb, err);
+    return run_probe(sb, NULL, err);
 }
 
 int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err)
 {
     if (sb->process_host)
         return a3s_fail(err, A3S_ERR_SETUP, "no local boundary: %s", sb->fallback_reason);
-    return run_probe(sb, err) < 0 ? (err ? err->code : A3S_ERR_SETUP) : A3S_OK;
+    return run_probe(sb, NULL, err) < 0 ? (err ? err->code : A3S_ERR_SETUP) : A3S_OK;
 }
 
 int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
@@ -1145,7 +1275,8 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
     if (a3s_sandbox_digest(sb, digest, err) != A3S_OK)
         return NULL;
     a3s_error perr = {0};
-    bool usable = !sb->process_host && run_probe(sb, &perr) == 0;
+    const char *identity = NULL;
+    bool usable = !sb->process_host && run_probe(sb, &identity, &perr) == 0;
     const a3s_cgroup_caps *qc = quota_caps(sb);
     json_t *caps = json_pack(
         "{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
@@ -1185,6 +1316,10 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
                                                                      : perr.msg));
     if (o && sb->bwrap)
         json_object_set_new(o, "bwrap", json_string(sb->bwrap));
+    /* Who commands run as on the host: "caller", "mapped" (root callers: an unprivileged
+     * id, via idmapped mounts) or "host-root" (only with allow_host_root). */
+    if (o && identity)
+        json_object_set_new(o, "identity", json_string(identity));
     if (o)
         json_object_set_new(o, "quotas", quotas);
     else

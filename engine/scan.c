@@ -41,6 +41,18 @@ enum {
 struct found {
     enum a3s_fs_kind kind;
     char *path;
+    dev_t dev;
+    ino_t ino;
+    bool dir;
+};
+
+/* One directory on the way down from the workspace: for holding the ancestors of a
+ * masked entry (see a3s_scan_result.holds). */
+struct level {
+    dev_t dev;
+    ino_t ino;
+    size_t len; /* length of its path in scan.path */
+    bool held;
 };
 
 struct devino {
@@ -66,6 +78,10 @@ struct scan {
     int64_t max_depth;
     struct found *rules;
     size_t nrules, caprules;
+    struct found *holds;
+    size_t nholds, capholds;
+    struct level *levels; /* levels[d]: the directory at depth d being walked */
+    size_t caplevels;
     struct devino *wanted; /* credential inodes with link count > 1 */
     size_t nwanted, capwanted;
     a3s_strv stores;  /* package stores, relative to the workspace */
@@ -177,26 +193,48 @@ static void path_pop(struct scan *s, size_t saved)
     s->path[saved] = '\0';
 }
 
-static int add_rule_path(struct scan *s, enum a3s_fs_kind kind, const char *path)
+static int push_found(struct scan *s, struct found **v, size_t *n, size_t *cap,
+                      enum a3s_fs_kind kind, const char *path, size_t len,
+                      const struct stat *st)
 {
-    if (s->nrules == s->caprules) {
-        size_t cap = s->caprules ? s->caprules * 2 : 32;
-        struct found *v = realloc(s->rules, cap * sizeof *v);
-        if (!v)
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 32;
+        struct found *nv = realloc(*v, ncap * sizeof *nv);
+        if (!nv)
             return oom(s);
-        s->rules = v;
-        s->caprules = cap;
+        *v = nv;
+        *cap = ncap;
     }
-    char *c = strdup(path);
+    char *c = strndup(path, len);
     if (!c)
         return oom(s);
-    s->rules[s->nrules++] = (struct found){kind, c};
+    (*v)[(*n)++] = (struct found){kind, c, st->st_dev, st->st_ino, S_ISDIR(st->st_mode)};
     return 0;
 }
 
-static int add_rule(struct scan *s, enum a3s_fs_kind kind)
+/* A rule for the entry being visited, with the identity the backend checks again
+ * before it mounts anything there (st: the entry's own lstat). */
+static int add_rule(struct scan *s, enum a3s_fs_kind kind, const struct stat *st)
 {
-    return add_rule_path(s, kind, s->path);
+    return push_found(s, &s->rules, &s->nrules, &s->caprules, kind, s->path, s->len, st);
+}
+
+/* Mask rules hold their ancestors: each directory between the workspace and the masked
+ * entry becomes a mount point in the sandbox, so that no command can move the secret
+ * (rename its directories) where a concurrent run's scan would miss it. */
+static int add_mask(struct scan *s, const struct stat *st, int64_t depth)
+{
+    for (int64_t d = 1; d < depth; d++) {
+        struct level *l = &s->levels[d];
+        if (l->held)
+            continue;
+        struct stat lst = {.st_dev = l->dev, .st_ino = l->ino, .st_mode = S_IFDIR};
+        if (push_found(s, &s->holds, &s->nholds, &s->capholds, A3S_FS_RW, s->path, l->len,
+                       &lst) < 0)
+            return -1;
+        l->held = true;
+    }
+    return add_rule(s, A3S_FS_MASK, st);
 }
 
 static int add_wanted(struct scan *s, const struct stat *st)
@@ -251,6 +289,26 @@ static int entry_stat(struct scan *s, int dfd, const char *name, struct stat *st
 
 static int walk_dir(struct scan *s, int fd, int64_t depth, unsigned flags);
 
+/* Record the directory open as fd as the one at `depth` (its path: s->path[0..len]). */
+static int set_level(struct scan *s, int64_t depth, int fd, size_t len)
+{
+    if ((size_t)depth >= s->caplevels) {
+        size_t cap = s->caplevels ? s->caplevels * 2 : 64;
+        while (cap <= (size_t)depth)
+            cap *= 2;
+        struct level *v = realloc(s->levels, cap * sizeof *v);
+        if (!v)
+            return oom(s);
+        s->levels = v;
+        s->caplevels = cap;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return io_fail(s, errno, "stat");
+    s->levels[depth] = (struct level){st.st_dev, st.st_ino, len, false};
+    return 0;
+}
+
 static int descend(struct scan *s, int dfd, const char *name, int64_t depth, unsigned flags)
 {
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -259,6 +317,10 @@ static int descend(struct scan *s, int dfd, const char *name, int64_t depth, uns
             return 0;
         /* ENOTDIR/ELOOP: replaced by a file or a symlink while we looked: fail closed. */
         return io_fail(s, errno, "open directory");
+    }
+    if (set_level(s, depth, fd, s->len) < 0) {
+        close(fd);
+        return -1;
     }
     return walk_dir(s, fd, depth + 1, flags);
 }
@@ -276,7 +338,7 @@ static int visit_store_entry(struct scan *s, int dfd, const char *name, unsigned
     if (r <= 0)
         return r;
     if (S_ISREG(st.st_mode) && st.st_nlink > 1 && wanted_has(s, &st))
-        return add_rule(s, A3S_FS_MASK);
+        return add_mask(s, &st, depth);
     return 0;
 }
 
@@ -305,11 +367,11 @@ static int visit_entry(struct scan *s, int dfd, const char *name, unsigned char 
         if (type == DT_LNK)
             return a3s_fail(s->err, A3S_ERR_POLICY,
                             "refusing a symbolic link at secret workspace path %s", s->path);
-        if (!(flags & IN_MASKED) && add_rule(s, A3S_FS_MASK) < 0)
+        if (!have_st && (r = entry_stat(s, dfd, name, &st)) <= 0)
+            return r;
+        if (!(flags & IN_MASKED) && add_mask(s, &st, depth) < 0)
             return -1;
         if (type == DT_REG) {
-            if (!have_st && (r = entry_stat(s, dfd, name, &st)) <= 0)
-                return r;
             if (S_ISREG(st.st_mode) && st.st_nlink > 1)
                 return add_wanted(s, &st);
             return 0;
@@ -339,7 +401,7 @@ static int visit_entry(struct scan *s, int dfd, const char *name, unsigned char 
         if (!have_st && (r = entry_stat(s, dfd, name, &st)) <= 0)
             return r;
         if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
-            if (!(flags & IN_MASKED) && add_rule(s, A3S_FS_MASK) < 0)
+            if (!(flags & IN_MASKED) && add_mask(s, &st, depth) < 0)
                 return -1;
             return add_wanted(s, &st);
         }
@@ -395,6 +457,90 @@ static int walk_dir(struct scan *s, int fd, int64_t depth, unsigned flags)
 
 /* ---------------------------------------------------------------- top level */
 
+/* Walk rel (relative to the workspace) as the kernel would for host git, one component
+ * at a time without following links. The directories on the way are held and the git
+ * directory itself protected, each with the identity seen here; a link on the way, a
+ * missing target (the command could create it) or the workspace itself is refused.
+ * Returns 1 when ".." leaves the workspace (the caller resolves the path itself). */
+static int gitdir_walk(struct scan *s, const char *rel, const char *target)
+{
+    char *copy = strdup(rel);
+    char *abs = malloc(s->base + strlen(rel) + 2);
+    int *fds = calloc(strlen(rel) + 2, sizeof *fds);
+    size_t *lens = calloc(strlen(rel) + 2, sizeof *lens);
+    if (!copy || !abs || !fds || !lens) {
+        free(copy), free(abs), free(fds), free(lens);
+        return oom(s);
+    }
+    memcpy(abs, s->ws, s->base);
+    abs[s->base] = '\0';
+    size_t depth = 0, len = s->base;
+    fds[0] = s->wsfd;
+    lens[0] = len;
+    struct stat st = {0};
+    int rc = 0;
+    char *save = NULL;
+    for (char *c = strtok_r(copy, "/", &save); c && rc == 0; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, "."))
+            continue;
+        if (!strcmp(c, "..")) {
+            if (depth == 0) {
+                rc = 1;
+                break;
+            }
+            close(fds[depth--]);
+            len = lens[depth];
+            abs[len] = '\0';
+            continue;
+        }
+        if (fstatat(fds[depth], c, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = a3s_fail_errno(s->err, A3S_ERR_POLICY, errno,
+                                "workspace scan: git directory '%s' named by %s is missing or "
+                                "unusable inside the workspace (a command could create it); "
+                                "fix or remove that .git file",
+                                target, s->path);
+            break;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            rc = a3s_fail(s->err, A3S_ERR_POLICY,
+                          "refusing a symbolic link on the way to git directory '%s' named by %s",
+                          target, s->path);
+            break;
+        }
+        int fd = openat(fds[depth], c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            rc = io_fail(s, errno, "open git directory");
+            break;
+        }
+        fds[++depth] = fd;
+        abs[len++] = '/';
+        memcpy(abs + len, c, strlen(c) + 1);
+        len += strlen(c);
+        lens[depth] = len;
+    }
+    if (rc == 0 && depth == 0)
+        /* Its hooks would be ordinary writable workspace files: refuse. */
+        rc = a3s_fail(s->err, A3S_ERR_POLICY,
+                      "workspace scan: git directory named by %s is the workspace itself", s->path);
+    for (size_t d = 1; rc == 0 && d <= depth; d++) {
+        struct stat ds;
+        if (fstat(fds[d], &ds) < 0) {
+            rc = io_fail(s, errno, "stat git directory");
+            break;
+        }
+        if (d < depth)
+            rc = push_found(s, &s->holds, &s->nholds, &s->capholds, A3S_FS_RW, abs, lens[d], &ds);
+        else if ((rc = push_found(s, &s->rules, &s->nrules, &s->caprules, A3S_FS_PROTECT, abs,
+                                  lens[d], &ds)) == 0 &&
+                 a3s_strv_push(&s->gitdirs, abs + s->base + 1) < 0)
+            rc = oom(s);
+    }
+    for (size_t d = 1; d <= depth; d++)
+        close(fds[d]);
+    free(copy), free(abs), free(fds), free(lens);
+    return rc;
+}
+
 /* `.git` (any case) is a regular file: protect the directory its "gitdir: PATH" line
  * names when that lies inside the workspace (outside, everything is read-only). */
 static int read_gitdir(struct scan *s, const char *name)
@@ -442,33 +588,33 @@ static int read_gitdir(struct scan *s, const char *name)
     if (tl == 0)
         return 0;
 
-    char *joined = NULL;
-    if (target[0] == '/')
-        joined = strdup(target);
-    else if (asprintf(&joined, "%s/%s", s->ws, target) < 0)
-        joined = NULL;
-    if (!joined)
-        return oom(s);
-    char *real = realpath(joined, NULL);
-    int saved = errno;
-    free(joined);
-    if (!real) {
-        if (saved == ENOENT || saved == ENOTDIR)
-            return 0;
-        return a3s_fail_errno(s->err, A3S_ERR_POLICY, saved,
-                              "workspace scan: cannot resolve git directory '%s' named by %s",
-                              target, s->path);
-    }
-    int rc = 0;
-    if (strcmp(real, s->ws) == 0) {
-        /* Its hooks would be ordinary writable workspace files: refuse. */
-        rc = a3s_fail(s->err, A3S_ERR_POLICY,
-                      "workspace scan: git directory named by %s is the workspace itself", s->path);
-    } else if (a3s_path_within(real, s->ws)) {
-        if (add_rule_path(s, A3S_FS_PROTECT, real) < 0)
-            rc = -1;
-        else if (a3s_strv_push(&s->gitdirs, real + s->base + 1) < 0)
-            rc = oom(s);
+    /* Where host git will look, walked by fd from the workspace so that what is
+     * protected is the very directory (and chain of directories) git will use. */
+    const char *rel = NULL;
+    char *real = NULL;
+    size_t wl = strlen(s->ws);
+    if (target[0] != '/')
+        rel = target;
+    else if (s->base == 0)
+        rel = target + 1;
+    else if (strncmp(target, s->ws, wl) == 0 && (target[wl] == '/' || target[wl] == '\0'))
+        rel = target + wl + (target[wl] == '/');
+    int rc = rel ? gitdir_walk(s, rel, target) : 1;
+    if (rc == 1) {
+        /* Outside the workspace as written: everything there is read-only, unless a link
+         * outside leads back in. */
+        if (!(real = realpath(target, NULL))) {
+            if (errno == ENOENT || errno == ENOTDIR)
+                return 0;
+            return a3s_fail_errno(s->err, A3S_ERR_POLICY, errno,
+                                  "workspace scan: cannot resolve git directory '%s' named by %s",
+                                  target, s->path);
+        }
+        rc = 0;
+        if (a3s_path_within(real, s->ws))
+            rc = gitdir_walk(s, real[s->base + 1] ? real + s->base + 1 : ".", target);
+        if (rc == 1)
+            rc = 0;
     }
     free(real);
     return rc;
@@ -563,8 +709,8 @@ static int scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
             break;
         }
         struct stat st;
-        int r = 1;
-        if (t->type == DT_UNKNOWN && (r = entry_stat(s, s->wsfd, t->name, &st)) > 0)
+        int r = entry_stat(s, s->wsfd, t->name, &st);
+        if (r > 0)
             t->type = IFTODT(st.st_mode);
         if (r < 0) {
             rc = -1;
@@ -584,11 +730,14 @@ static int scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
             if (!strv_has(l, t->name) && a3s_strv_push(l, t->name) < 0)
                 rc = oom(s);
         } else {
+            /* A case variant is protected too, but only the canonical spelling itself
+             * counts as present: a missing canonical name is pinned whatever variants
+             * exist, so that no earlier run's ".GIT" leaves ".git" creatable. */
             t->protected = true;
             for (size_t j = 0; j < nseen; j++)
-                if (name_eq(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
+                if (!strcmp(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
                     seen[j] = true;
-            rc = add_rule(s, A3S_FS_PROTECT);
+            rc = add_rule(s, A3S_FS_PROTECT, &st);
             if (rc == 0 && t->type == DT_REG && name_eq(t->name, ".git"))
                 rc = read_gitdir(s, t->name);
         }
@@ -631,6 +780,12 @@ static int open_store(struct scan *s, const char *rel, int64_t *ncomp)
         }
         fd = nfd;
         n++;
+        /* The store's own directories are ancestors of what the store pass masks. */
+        if (set_level(s, n, fd, s->base + (size_t)(c - copy) + strlen(c) + 1) < 0) {
+            close(fd);
+            free(copy);
+            return -1;
+        }
     }
     free(copy);
     if (fd == s->wsfd) /* cannot happen: stores are non-empty relative paths */
@@ -714,16 +869,63 @@ static int commit_rules(struct scan *s)
     return 0;
 }
 
+/* Hand the identities over to the result: one per path (the MASK one wins, as in the
+ * plan), sorted by path for a3s_scan_find. */
+static int export_ids(struct scan *s, struct found *v, size_t n, a3s_scan_id **out,
+                      size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    if (n)
+        qsort(v, n, sizeof *v, cmp_found);
+    a3s_scan_id *ids = calloc(n ? n : 1, sizeof *ids);
+    if (!ids)
+        return oom(s);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w > 0 && strcmp(v[i].path, ids[w - 1].path) == 0)
+            continue;
+        ids[w++] = (a3s_scan_id){v[i].path, v[i].dev, v[i].ino, v[i].dir};
+        v[i].path = NULL; /* moved */
+    }
+    *out = ids;
+    *nout = w;
+    return 0;
+}
+
+static int cmp_id_path(const void *key, const void *elem)
+{
+    return strcmp(key, ((const a3s_scan_id *)elem)->path);
+}
+
+const a3s_scan_id *a3s_scan_find(const a3s_scan_result *r, const char *path)
+{
+    if (!r || !r->nids)
+        return NULL;
+    return bsearch(path, r->ids, r->nids, sizeof *r->ids, cmp_id_path);
+}
+
+static void ids_free(a3s_scan_id *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
 void a3s_scan_result_free(a3s_scan_result *r)
 {
     if (!r)
         return;
     a3s_strv_free(&r->missing_dirs);
     a3s_strv_free(&r->missing_files);
+    ids_free(r->ids, r->nids);
+    ids_free(r->holds, r->nholds);
+    r->ids = r->holds = NULL;
+    r->nids = r->nholds = 0;
     r->entries = 0;
 }
 
-int a3s_scan_workspace(a3s_plan *p, a3s_scan_result *out, a3s_error *err)
+int a3s_scan_workspace(a3s_plan *p, int wsfd, a3s_scan_result *out, a3s_error *err)
 {
     if (!out)
         return a3s_fail(err, A3S_ERR_INVALID, "workspace scan: no result");
@@ -766,7 +968,8 @@ int a3s_scan_workspace(a3s_plan *p, a3s_scan_result *out, a3s_error *err)
     s.path[s.base] = '\0';
     s.len = s.base;
 
-    s.wsfd = open(p->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    s.wsfd = wsfd >= 0 ? fcntl(wsfd, F_DUPFD_CLOEXEC, 0)
+                       : open(p->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (s.wsfd < 0) {
         a3s_fail_errno(err, A3S_ERR_POLICY, errno, "workspace scan: cannot open workspace %s",
                        p->workspace);
@@ -780,7 +983,9 @@ int a3s_scan_workspace(a3s_plan *p, a3s_scan_result *out, a3s_error *err)
         if (visit(&s, s.wsfd, tops[i].name, tops[i].type, 1,
                   tops[i].protected && tops[i].type == DT_DIR ? IN_PROTECTED : 0) < 0)
             goto done;
-    if (scan_stores(&s) < 0 || commit_rules(&s) < 0)
+    if (scan_stores(&s) < 0 || commit_rules(&s) < 0 ||
+        export_ids(&s, s.rules, s.nrules, &out->ids, &out->nids) < 0 ||
+        export_ids(&s, s.holds, s.nholds, &out->holds, &out->nholds) < 0)
         goto done;
     out->entries = s.entries;
     rc = 0;
@@ -792,6 +997,10 @@ done:
     for (size_t i = 0; i < s.nrules; i++)
         free(s.rules[i].path);
     free(s.rules);
+    for (size_t i = 0; i < s.nholds; i++)
+        free(s.holds[i].path);
+    free(s.holds);
+    free(s.levels);
     free(s.wanted);
     a3s_strv_free(&s.stores);
     a3s_strv_free(&s.gitdirs);

@@ -7,12 +7,32 @@
 #include "plan.h"
 #include "util.h"
 
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* A path the scan made a rule for, or a directory to hold, with the identity it saw:
+ * the backend mounts there only if the entry is still that very object. */
+typedef struct a3s_scan_id {
+    char *path; /* absolute, owned */
+    dev_t dev;
+    ino_t ino;
+    bool dir;
+} a3s_scan_id;
+
 typedef struct a3s_scan_result {
     /* Protected names absent at top level (no case variant exists), as declared, plus
      * names whose entry is a pin this process holds (see a3s_pins_held): to pin. */
     a3s_strv missing_dirs;
     a3s_strv missing_files;
     uint64_t entries; /* entries visited */
+    /* The identity of every path the scan made a rule for (sorted by path). */
+    a3s_scan_id *ids;
+    size_t nids;
+    /* Directories to hold (sorted, unique): every directory between the workspace and a
+     * masked entry or the gitdir target. The backend makes each a mount point of itself,
+     * so no command can rename or remove them during the run. */
+    a3s_scan_id *holds;
+    size_t nholds;
 } a3s_scan_result;
 
 /* Adds to the plan, all with discovered = true and prov "<scan>":
@@ -26,11 +46,15 @@ typedef struct a3s_scan_result {
  *    directories;
  *  - MASK for files inside scan_skip package stores ("node_modules", "target") whose
  *    (dev, inode) equals that of a MASK'ed file with link count > 1.
+ * The workspace is the directory open as wsfd (dup'ed), or p->workspace opened without
+ * following a final link when wsfd < 0.
  * Fails closed (A3S_ERR_POLICY) when a protected or secret path is a symbolic link
  * ("refusing a symbolic link at protected workspace path ..."), when the depth limit or
  * the entry limit of the plan is exceeded ("workspace scan depth limit N exceeded at
  * ..."/"workspace scan entry limit N exceeded"), or on an I/O error other than ENOENT. */
-int a3s_scan_workspace(a3s_plan *p, a3s_scan_result *out, a3s_error *err);
+int a3s_scan_workspace(a3s_plan *p, int wsfd, a3s_scan_result *out, a3s_error *err);
+/* The identity recorded for path, or NULL. */
+const a3s_scan_id *a3s_scan_find(const a3s_scan_result *r, const char *path);
 void a3s_scan_result_free(a3s_scan_result *r);
 
 #endif

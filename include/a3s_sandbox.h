@@ -50,6 +50,9 @@ typedef struct a3s_options {
     bool defer_policy;              /* do not evaluate the policy here: every exec evaluates
                                        it anyway, so a one-shot caller saves one evaluation;
                                        policy errors then come from the first operation */
+    bool allow_host_root;           /* root callers: when the command cannot run under the
+                                       unprivileged mapped id here, run it as host uid 0
+                                       (identity "host-root") instead of refusing */
 } a3s_options;
 
 enum a3s_stream { A3S_STDOUT = 1, A3S_STDERR = 2 };
@@ -98,6 +101,10 @@ typedef struct a3s_result {
     char *denials_json;  /* JSON array text, never NULL after a successful exec */
     char *grants_json;   /* JSON array of {host, port, policy_digest} (network_grants) */
     char execution_id[33]; /* random, also in every audit event of this execution */
+    /* Who the command ran as on the host (static string): "caller" (the caller's uid),
+     * "mapped" (a root caller's command under the unprivileged mapped id) or "host-root"
+     * (a root caller's command as uid 0, only with allow_host_root). */
+    const char *identity;
 } a3s_result;
 
 const char *a3s_version(void);

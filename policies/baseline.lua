@@ -82,10 +82,11 @@ if not plan:rule_kind("/tmp") then
   plan:tmpfs("/tmp")
 end
 
--- ★ Hidden (present but empty): the caller's home, other homes, the host temp dir (when
--- it is not /tmp, already a private tmpfs) and /run. Never "/" (a home of "/" would
--- hide the whole host).
-for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/run" }) do
+-- ★ Hidden (present but empty): the caller's home, other homes, the host temp dirs (the
+-- configured one when it is not /tmp, already a private tmpfs, and /var/tmp, where other
+-- users' files are world-readable too) and /run. Never "/" (a home of "/" would hide the
+-- whole host).
+for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/var/tmp", "/run" }) do
   local link, real = symlinked(p)
   if link then
     if real ~= "/" and not plan:rule_kind(real) then

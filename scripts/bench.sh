@@ -53,8 +53,12 @@ plan = json.loads(subprocess.run([cli, "plan", "-w", ws], capture_output=True, t
 argv = plan["bwrap_argv"]
 scratch = plan["roots"]["scratch"]  # removed when `plan` returned: recreate it
 os.makedirs(scratch, exist_ok=True)
-i = argv.index("--seccomp")
-argv = argv[:i] + argv[i + 4:]
+# No status fd, no prepared user namespace (root callers pass one as fd 11): bwrap's own.
+i = argv.index("--json-status-fd")
+argv = argv[:i] + argv[i + 2:]
+if "--userns" in argv:
+    i = argv.index("--userns")
+    argv = argv[:i] + ["--unshare-user"] + argv[i + 2:]
 argv = argv[:argv.index("--")] + ["--", "true"]
 t_mounts, t_bare2 = alternate(argv, bare + ["true"], max(10, rounds // 2))
 os.rmdir(scratch)

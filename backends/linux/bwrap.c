@@ -48,8 +48,26 @@ typedef struct emitted {
     const char *path;
 } emitted;
 
+/* A rule inside the workspace, applied by the setup step (protocol.h). */
+typedef struct wsop {
+    const char *kind;
+    const char *path; /* absolute */
+    const a3s_scan_id *id;
+    unsigned flags;
+    int type;
+    int depth;
+    size_t idx;
+    bool mask;
+} wsop;
+
 typedef struct builder {
     a3s_strv *out;
+    const a3s_bwrap_cmd *cmd;
+    const char *ws, *scratch;
+    bool ws_bound;
+    a3s_strv made; /* directories made with --dir (make_parents) */
+    wsop *ops;
+    size_t nops, capops;
     emitted *em;
     size_t nem, capem;
     const char **remount; /* directories to remount read-only at the end */
@@ -86,6 +104,69 @@ static void remember(builder *b, enum a3s_fs_kind kind, const char *path)
     b->em[b->nem++] = (emitted){kind, path};
 }
 
+static int add_wsop(builder *b, const char *kind, const char *path, const a3s_scan_id *id,
+                    unsigned flags, bool mask);
+
+static int cmp_wsop(const void *a, const void *c)
+{
+    const wsop *x = a, *y = c;
+    if (x->mask != y->mask)
+        return x->mask ? 1 : -1;
+    if (x->depth != y->depth)
+        return x->depth < y->depth ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+static void push_rec(builder *b, const char *kind, const char *path, unsigned long long a,
+                     unsigned long long c, unsigned long long d, unsigned long long e)
+{
+    push(b, kind);
+    push(b, path);
+    char num[32];
+    unsigned long long v[4] = {a, c, d, e};
+    for (int i = 0; i < 4; i++) {
+        snprintf(num, sizeof num, "%llu", v[i]);
+        push(b, num);
+    }
+}
+
+/* The setup records: workspace and scratch first, then every rule inside the workspace
+ * and the held directories (shallowest first, masks last, as bwrap orders its own), then
+ * the command's identity. */
+static void build_setup(builder *b, builder *rec)
+{
+    const a3s_bwrap_cmd *c = b->cmd;
+    const a3s_scan_result *sr = c->scan;
+    for (size_t i = 0; sr && i < sr->nholds; i++) {
+        const a3s_scan_id *h = &sr->holds[i];
+        bool covered = false;
+        for (size_t j = 0; j < b->nops && !covered; j++)
+            covered = !strcmp(b->ops[j].path, h->path);
+        if (!covered && b->ws && a3s_path_within(h->path, b->ws) && strcmp(h->path, b->ws))
+            add_wsop(b, "hold", h->path, h, 0, false);
+    }
+    if (b->nops)
+        qsort(b->ops, b->nops, sizeof *b->ops, cmp_wsop);
+    push(rec, A3S_SETUP_MAGIC);
+    if (b->ws && b->ws_bound)
+        push_rec(rec, "root", b->ws, (unsigned long long)c->ws_dev,
+                 (unsigned long long)c->ws_ino, c->mapped, 0);
+    if (b->scratch && (c->scratch_dev || c->scratch_ino))
+        push_rec(rec, "scratch", b->scratch, (unsigned long long)c->scratch_dev,
+                 (unsigned long long)c->scratch_ino, c->mapped, 0);
+    size_t skip = b->ws && strcmp(b->ws, "/") ? strlen(b->ws) + 1 : 1;
+    for (size_t i = 0; i < b->nops; i++) {
+        const wsop *o = &b->ops[i];
+        push_rec(rec, o->kind, o->path + skip, o->id ? (unsigned long long)o->id->dev : 0,
+                 o->id ? (unsigned long long)o->id->ino : 0, o->flags, (unsigned long long)o->type);
+    }
+    /* Mapped: run as sandbox uid 1 (the unprivileged host id), shown as root. */
+    if (c->mapped)
+        push_rec(rec, "ids", "", 1, 1, 0, 0);
+    else
+        push_rec(rec, "ids", "", 0, 0, c->uid, c->gid);
+}
+
 static void remember_remount(builder *b, const char *path)
 {
     if (b->nremount == b->capremount) {
@@ -116,6 +197,54 @@ static int covering(const builder *b, const char *path)
         }
     }
     return kind;
+}
+
+/* The path of the deepest mount emitted so far that covers path, or NULL. */
+static const char *covering_path(const builder *b, const char *path)
+{
+    const char *best = NULL;
+    int depth = -1;
+    for (size_t i = 0; i < b->nem; i++) {
+        int d = a3s_path_depth(b->em[i].path);
+        if (a3s_path_within(path, b->em[i].path) && d >= depth) {
+            depth = d;
+            best = b->em[i].path;
+        }
+    }
+    return best;
+}
+
+static bool hidden_kind(int k);
+
+/* A bind inside a hidden (empty tmpfs) root needs its parents made there; bwrap would
+ * copy the modes of the source's parents (0700 for a home), which a command running
+ * under another id than bwrap's (root callers) could not traverse. Made 0755 instead:
+ * they are empty but for what is bound into them. */
+static void make_parents(builder *b, const char *dest)
+{
+    if (!hidden_kind(covering(b, dest)))
+        return;
+    const char *top = covering_path(b, dest);
+    size_t start = strcmp(top, "/") ? strlen(top) : 0;
+    char *copy = a3s_strdup(dest);
+    if (!copy) {
+        b->failed = 1;
+        return;
+    }
+    for (char *c = copy + start + 1; (c = strchr(c, '/')) != NULL; c++) {
+        *c = '\0';
+        bool made = false;
+        for (size_t i = 0; i < b->made.n && !made; i++)
+            made = !strcmp(b->made.v[i], copy);
+        if (!made) {
+            push3(b, "--perms", "0755", NULL);
+            push3(b, "--dir", copy, NULL);
+            if (a3s_strv_push(&b->made, copy) < 0)
+                b->failed = 1;
+        }
+        *c = '/';
+    }
+    free(copy);
 }
 
 static bool hidden_kind(int k)
@@ -173,9 +302,73 @@ static int probe_path(const a3s_fs_rule *r, bool *is_dir, a3s_error *err)
     return 1;
 }
 
+static int add_wsop(builder *b, const char *kind, const char *path, const a3s_scan_id *id,
+                    unsigned flags, bool mask)
+{
+    if (b->nops == b->capops) {
+        size_t cap = b->capops ? b->capops * 2 : 32;
+        wsop *n = realloc(b->ops, cap * sizeof *n);
+        if (!n) {
+            b->failed = 1;
+            return -1;
+        }
+        b->ops = n;
+        b->capops = cap;
+    }
+    int type = !id ? A3S_SETUP_T_ANY : id->dir ? A3S_SETUP_T_DIR : A3S_SETUP_T_NONDIR;
+    b->ops[b->nops] = (wsop){kind, path, id, flags, type, a3s_path_depth(path), b->nops, mask};
+    b->nops++;
+    return 0;
+}
+
+static const char *wsop_kind(enum a3s_fs_kind k)
+{
+    switch (k) {
+    case A3S_FS_PROTECT: return "protect";
+    case A3S_FS_RO: return "ro";
+    case A3S_FS_RW: return "rw";
+    case A3S_FS_TMPFS: return "tmpfs";
+    default: return "mask"; /* HIDE and MASK: empty and read-only */
+    }
+}
+
+/* The workspace root or the scratch dir: bwrap binds it by path (its identity is checked
+ * inside), or, for a mapped identity, only makes the mount point for the idmapped mount. */
+static void emit_root(builder *b, const a3s_fs_rule *r)
+{
+    make_parents(b, r->path);
+    if (b->cmd->mapped)
+        push3(b, "--dir", r->path, NULL);
+    else
+        push3(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path, r->path);
+    remember(b, r->kind, r->path);
+}
+
+static bool root_kind(enum a3s_fs_kind k)
+{
+    return k == A3S_FS_RW || k == A3S_FS_RO || k == A3S_FS_PROTECT;
+}
+
 static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
 {
     bool is_dir = false;
+    const char *ws = b->ws, *scratch = b->cmd->scratch_dev || b->cmd->scratch_ino ? b->scratch
+                                                                                  : NULL;
+    if (ws && root_kind(r->kind) && !strcmp(r->path, ws)) {
+        emit_root(b, r);
+        b->ws_bound = true;
+        return 0;
+    }
+    if (scratch && r->kind == A3S_FS_RW && !strcmp(r->path, scratch)) {
+        emit_root(b, r);
+        return 0;
+    }
+    /* Inside the workspace, paths are the command's to change: never resolved by bwrap. */
+    if (ws && strcmp(r->path, ws) != 0 && a3s_path_within(r->path, ws)) {
+        const a3s_scan_id *id = a3s_scan_find(b->cmd->scan, r->path);
+        unsigned flags = (r->optional || r->kind == A3S_FS_MASK) ? A3S_SETUP_OPTIONAL : 0;
+        return add_wsop(b, wsop_kind(r->kind), r->path, id, flags, r->kind == A3S_FS_MASK);
+    }
     int cov = covering(b, r->path);
     /* Inside something already hidden, a hide or mask adds nothing. */
     if ((r->kind == A3S_FS_HIDE || r->kind == A3S_FS_MASK || r->kind == A3S_FS_PROTECT) &&
@@ -207,9 +400,11 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
         break;
     case A3S_FS_RO:
     case A3S_FS_PROTECT:
+        make_parents(b, r->path);
         push3(b, "--ro-bind", r->path, r->path);
         break;
     case A3S_FS_RW:
+        make_parents(b, r->path);
         push3(b, "--bind", r->path, r->path);
         break;
     default:
@@ -241,15 +436,26 @@ static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
 
 
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
-                         a3s_strv *out, a3s_strv *cmd_out, a3s_error *err)
+                         a3s_strv *out, a3s_strv *cmd_out, a3s_strv *setup, a3s_error *err)
 {
-    builder b = {.out = out};
+    builder b = {.out = out, .cmd = cmd, .ws = p->workspace, .scratch = p->scratch};
     char num[32];
 
     push(&b, "--die-with-parent");
     push(&b, "--new-session");
-    push(&b, "--unshare-user");
-    push(&b, "--disable-userns");
+    /* The setup step runs as uid 0 of the sandbox's user namespace with the capabilities
+     * it needs to mount by fd (also in directories a command made unsearchable) and to
+     * enter the command's nested namespace; it drops them all before the command (and
+     * before its seccomp filter, which it installs itself, as it also denies further
+     * user namespaces). */
+    if (cmd->mapped) {
+        snprintf(num, sizeof num, "%d", A3S_FD_USERNS);
+        push3(&b, "--userns", num, NULL);
+    } else {
+        push(&b, "--unshare-user");
+    }
+    push3(&b, "--uid", "0", NULL);
+    push3(&b, "--gid", "0", NULL);
     push(&b, "--unshare-pid");
     push(&b, "--unshare-ipc");
     push(&b, "--unshare-uts");
@@ -258,6 +464,11 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
         push(&b, "--unshare-net");
     push3(&b, "--hostname", "a3s-sandbox", NULL);
     push3(&b, "--cap-drop", "ALL", NULL);
+    push3(&b, "--cap-add", "CAP_SYS_ADMIN", NULL);
+    push3(&b, "--cap-add", "CAP_DAC_OVERRIDE", NULL);
+    push3(&b, "--cap-add", "CAP_SETUID", NULL);
+    push3(&b, "--cap-add", "CAP_SETGID", NULL);
+    push3(&b, "--cap-add", "CAP_SETFCAP", NULL);
     push3(&b, "--ro-bind", "/", "/");
     push3(&b, "--dev", "/dev", NULL);
     push3(&b, "--proc", "/proc", NULL);
@@ -269,9 +480,15 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     /* The launcher must be reachable inside even when it lives under a hidden root (a
      * build tree in HOME): bind the one file read-only. */
     if (hidden_kind(covering(&b, cmd->launcher)))
+    {
+        make_parents(&b, cmd->launcher);
         push3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
+    }
     if (cmd->relay && hidden_kind(covering(&b, cmd->relay)))
+    {
+        make_parents(&b, cmd->relay);
         push3(&b, "--ro-bind", cmd->relay, cmd->relay);
+    }
     /* Hidden directories become read-only last, once nothing more is mounted inside. */
     for (size_t i = b.nremount; i-- > 0;)
         push3(&b, "--remount-ro", b.remount[i], NULL);
@@ -289,12 +506,18 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
         push3(&b, "--setenv", name, eq + 1);
         free(name);
     }
-    snprintf(num, sizeof num, "%d", A3S_FD_SECCOMP);
-    push3(&b, "--seccomp", num, NULL);
     snprintf(num, sizeof num, "%d", A3S_FD_STATUS);
     push3(&b, "--json-status-fd", num, NULL);
     /* bwrap reads only options from --args: the command goes on the real argv. */
+    builder rec = {.out = setup};
+    build_setup(&b, &rec);
+    b.failed |= rec.failed;
     builder c = {.out = cmd_out};
+    push(&c, "--");
+    push(&c, cmd->launcher);
+    push(&c, "--setup");
+    if (cmd->relay)
+        push(&c, "--exec");
     push(&c, "--");
     if (cmd->relay) {
         char fd[16];
@@ -305,8 +528,9 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
         push3(&c, "--socks", A3S_RELAY_SOCKS, NULL);
         push3(&c, "--filter-fd", fd, NULL);
         push(&c, "--");
+        push(&c, cmd->launcher);
+        push(&c, "--");
     }
-    push(&c, cmd->launcher);
     if (cmd->argv) {
         for (size_t i = 0; cmd->argv[i]; i++)
             push(&c, cmd->argv[i]);
@@ -322,10 +546,14 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     }
     free(b.em);
     free(b.remount);
+    free(b.ops);
+    a3s_strv_free(&b.made);
     return 0;
 fail:
     free(b.em);
     free(b.remount);
+    free(b.ops);
+    a3s_strv_free(&b.made);
     return -1;
 }
 

@@ -3,15 +3,13 @@
 #ifndef A3S_BWRAP_H
 #define A3S_BWRAP_H
 
+#include <sys/types.h>
+
 #include "a3s_sandbox.h"
 #include "plan.h"
+#include "protocol.h"
+#include "scan.h"
 #include "util.h"
-
-/* Fixed fd numbers inside the launched bwrap process. */
-#define A3S_FD_STARTED 3 /* launcher pipe: "S" when set up, "X<status>" at the end */
-#define A3S_FD_STATUS 4  /* bwrap --json-status-fd */
-#define A3S_FD_ARGS 5    /* bwrap --args */
-#define A3S_FD_SECCOMP 6 /* bwrap --seccomp */
 
 typedef struct a3s_bwrap_cmd {
     char *const *argv;         /* argv form, or NULL */
@@ -22,9 +20,18 @@ typedef struct a3s_bwrap_cmd {
      * command filter read from fd A3S_FD_CMD_FILTER; NULL otherwise. */
     const char *relay;
     const char *mediator_sock;
+    /* The workspace and scratch dir as opened on the host (their identity is checked
+     * again inside before anything is mounted in them). */
+    dev_t ws_dev, scratch_dev;
+    ino_t ws_ino, scratch_ino;
+    const a3s_scan_result *scan; /* identities of the scanned rules, holds; may be NULL */
+    /* Mapped identity (root callers): bwrap joins the user namespace on A3S_FD_USERNS and
+     * the workspace and scratch come as idmapped mounts on fds 9 and 10. */
+    bool mapped;
+    uid_t uid; /* the caller's ids, shown to the command */
+    gid_t gid;
 } a3s_bwrap_cmd;
 
-#define A3S_FD_CMD_FILTER 7 /* the relay's command filter (mediated runs) */
 #define A3S_RELAY_HTTP "127.0.0.1:24731"
 #define A3S_RELAY_SOCKS "127.0.0.1:24732"
 
@@ -33,16 +40,18 @@ typedef struct a3s_bwrap_cmd {
 int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,
                           char **out, a3s_error *err);
 
-/* Build the bwrap options (for --args) into `out` and the command part ("--", bash, ...)
- * into `cmd_out` (bwrap takes the command from its real argv only), for a validated plan
- * whose scan rules are already added. The mount list is computed from the host as it is
- * now: missing optional paths are skipped, a symbolic link at any rule path fails closed.
+/* Build the bwrap options (for --args) into `out`, the command part ("--", launcher, ...)
+ * into `cmd_out` (bwrap takes the command from its real argv only) and the setup records
+ * (protocol.h, magic first) into `setup`, for a validated plan whose scan rules are
+ * already added. Rules outside the workspace become bwrap mounts, computed from the host
+ * as it is now: missing optional paths are skipped, a symbolic link at any rule path
+ * fails closed. Rules inside the workspace become setup records, applied by fd inside.
  * `env` holds the composed "NAME=VALUE" child environment. */
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
-                         a3s_strv *out, a3s_strv *cmd_out, a3s_error *err);
+                         a3s_strv *out, a3s_strv *cmd_out, a3s_strv *setup, a3s_error *err);
 
-/* Write args NUL-separated into a sealed memfd at offset 0 (for --args). Returns the fd
- * (CLOEXEC) or -1 with err. */
+/* Write args NUL-separated into a sealed memfd at offset 0 (for --args and the setup
+ * records). Returns the fd (CLOEXEC) or -1 with err. */
 int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err);
 
 /* JSON array text of the whole command line (for `plan`), malloc'd. */

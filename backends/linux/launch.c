@@ -1,10 +1,19 @@
 /* a3s-sandbox-launch: the trusted first program inside the sandbox.
  *
- * bwrap runs it after every mount and the seccomp filter are in place. Protocol on fd 3
- * (a pipe to the supervisor): "S" once the sandbox is set up — anything failing before
- * that is the sandbox's failure, not the command's — then, after the command ended,
- * "X<wait status>\n", so the supervisor can report a death by signal exactly (bwrap's own
- * status folds it into 128+N). fd 3 and 4 (bwrap's status pipe) never reach the command.
+ *   a3s-sandbox-launch --setup [--exec] -- PROGRAM [ARG...]
+ *   a3s-sandbox-launch PROGRAM [ARG...]
+ *
+ * With --setup, bwrap runs it as uid 0 of the sandbox's user namespace with
+ * CAP_SYS_ADMIN: it first makes the workspace mounts by file descriptor, takes the
+ * command's identity and installs the seccomp filter (setup.c). Then, with --exec, it
+ * becomes PROGRAM (the network relay, which starts this launcher again without --setup);
+ * otherwise it launches PROGRAM itself.
+ *
+ * Launching: protocol on fd 3 (a pipe to the supervisor): "S" once the sandbox is set up
+ * (anything failing before that is the sandbox's failure, not the command's), then, after
+ * the command ended, "X<wait status>\n", so the supervisor can report a death by signal
+ * exactly. fd 3 and 4 (bwrap's status pipe) never reach the command. The launcher is not
+ * dumpable, so the command (same uid) cannot ptrace it to forge that status.
  *
  * The command runs as a child with PATH lookup; 127 when it is not found, 126 when it
  * cannot be executed, as a shell would say. Built static: it must start fast and depend
@@ -12,52 +21,88 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FD_SUPERVISOR 3
-#define FD_BWRAP_STATUS 4
+#include "protocol.h"
+#include "setup.h"
 
-int main(int argc, char **argv)
+#define EXIT_SETUP 125
+
+static int launch(char **cmd)
 {
-    if (argc < 2) {
-        fputs("a3s-sandbox-launch: usage: a3s-sandbox-launch PROGRAM [ARG...]\n", stderr);
-        return 125;
-    }
     /* Not started by the supervisor (no pipe on fd 3): refuse rather than guess. */
-    if (fcntl(FD_SUPERVISOR, F_SETFD, FD_CLOEXEC) < 0 || write(FD_SUPERVISOR, "S", 1) != 1)
-        return 125;
-    (void)fcntl(FD_BWRAP_STATUS, F_SETFD, FD_CLOEXEC);
+    if (fcntl(A3S_FD_STARTED, F_SETFD, FD_CLOEXEC) < 0)
+        return EXIT_SETUP;
+    (void)fcntl(A3S_FD_STATUS, F_SETFD, FD_CLOEXEC);
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+        fprintf(stderr, "a3s-sandbox: setup: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+        return EXIT_SETUP;
+    }
+    if (write(A3S_FD_STARTED, "S", 1) != 1)
+        return EXIT_SETUP;
 
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "a3s-sandbox: cannot start %s: %s\n", argv[1], strerror(errno));
+        fprintf(stderr, "a3s-sandbox: cannot start %s: %s\n", cmd[0], strerror(errno));
         return 126;
     }
     if (pid == 0) {
-        execvp(argv[1], argv + 1);
+        execvp(cmd[0], cmd);
         int e = errno;
         if (e == ENOENT || e == ENOTDIR) {
-            fprintf(stderr, "a3s-sandbox: %s: command not found\n", argv[1]);
+            fprintf(stderr, "a3s-sandbox: %s: command not found\n", cmd[0]);
             _exit(127);
         }
-        fprintf(stderr, "a3s-sandbox: %s: cannot execute: %s\n", argv[1], strerror(e));
+        fprintf(stderr, "a3s-sandbox: %s: cannot execute: %s\n", cmd[0], strerror(e));
         _exit(126);
     }
-    (void)close(FD_BWRAP_STATUS);
+    (void)close(A3S_FD_STATUS);
 
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR)
-            return 125;
+            return EXIT_SETUP;
     }
     char msg[32];
     int n = snprintf(msg, sizeof msg, "X%d\n", status);
     if (n > 0)
-        (void)!write(FD_SUPERVISOR, msg, (size_t)n);
+        (void)!write(A3S_FD_STARTED, msg, (size_t)n);
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + WTERMSIG(status);
+}
+
+int main(int argc, char **argv)
+{
+    bool setup = false, then_exec = false;
+    int i = 1;
+    while (i < argc && argv[i][0] == '-' && argv[i][1] == '-') {
+        if (strcmp(argv[i], "--setup") == 0)
+            setup = true;
+        else if (strcmp(argv[i], "--exec") == 0)
+            then_exec = true;
+        else if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        } else
+            break;
+        i++;
+    }
+    if (i >= argc || (then_exec && !setup)) {
+        fputs("usage: a3s-sandbox-launch [--setup [--exec] --] PROGRAM [ARG...]\n", stderr);
+        return EXIT_SETUP;
+    }
+    if (setup && a3s_setup_run(then_exec) < 0)
+        return EXIT_SETUP;
+    if (then_exec) {
+        execv(argv[i], argv + i);
+        fprintf(stderr, "a3s-sandbox: setup: cannot start %s: %s\n", argv[i], strerror(errno));
+        return EXIT_SETUP;
+    }
+    return launch(argv + i);
 }

@@ -38,6 +38,8 @@ static const char usage_text[] =
     "      --grant HOST[:PORT]  mediated network access to exactly this origin (repeatable)\n"
     "      --grant-digest HEX   the policy digest the grants were approved against\n"
     "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
+    "      --allow-host-root    (root callers) run the command as host uid 0 where it cannot\n"
+    "                           run under the unprivileged mapped id\n"
     "\n"
     "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
     "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
@@ -99,7 +101,7 @@ typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
     double timeout_s;
-    bool has_timeout, json, allow_process_host, explain;
+    bool has_timeout, json, allow_process_host, allow_host_root, explain;
     const char **env;
     size_t nenv;
     char **argv;
@@ -191,6 +193,8 @@ static void parse(cli *c, int argc, char **argv)
             c->json = true;
         } else if (!strcmp(a, "--allow-process-host")) {
             c->allow_process_host = true;
+        } else if (!strcmp(a, "--allow-host-root")) {
+            c->allow_host_root = true;
         } else if (!strcmp(c->cmd, "check") && !c->check_policy && a[0] != '-') {
             c->check_policy = a;
         } else {
@@ -274,6 +278,7 @@ int main(int argc, char **argv)
         .allow_process_host = c.allow_process_host ||
                               truthy(getenv("A3S_SANDBOX_ALLOW_PROCESS_HOST")) ||
                               truthy(getenv("A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX")),
+        .allow_host_root = c.allow_host_root || truthy(getenv("A3S_SANDBOX_ALLOW_HOST_ROOT")),
     };
     a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
     if (!sb) {
@@ -351,6 +356,10 @@ int main(int argc, char **argv)
                 rc = fail("run", &err);
             }
         } else {
+            if (r.identity && !strcmp(r.identity, "host-root"))
+                fprintf(stderr, "a3s-sandbox: warning: THE COMMAND RAN AS HOST ROOT (uid 0, no "
+                                "capabilities): the unprivileged mapped id was not available "
+                                "here and --allow-host-root was given\n");
             if (c.json) {
                 char *s = a3s_result_json(&r);
                 if (s) {

@@ -58,13 +58,15 @@ check "workspace '<ws>/.': the command runs in the canonical workspace" eq "$OUT
 run_cli plan -w "$ws/."
 check "plan for '<ws>/.': exit 0" eq "$RC" 0
 check "plan for '<ws>/.': roots.workspace is canonical" eq "$(jget "$OUT" .roots.workspace)" "$cws"
+# A link in a directory the caller can write could have been planted by a sandboxed
+# command: it never picks the workspace; the error names the canonical path to pass.
 run_cli plan -w "$links/ws-link/."
-check "plan through a symlinked path: roots.workspace is canonical" \
-  eq "$(jget "$OUT" .roots.workspace)" "$cws"
+check "plan through a link in a writable directory: refused (125)" eq "$RC" 125
+check "plan through a link in a writable directory: names the canonical path" \
+  contains "$ERR" "pass the canonical path $cws"
 run_cli -w "$links/ws-link" -c 'printf via-link > via-link.txt; pwd'
-check "symlinked workspace path: runs in the canonical workspace" eq "$OUT" "$cws"
-check "symlinked workspace path: writes land in the real workspace" \
-  eq "$(cat "$ws/via-link.txt" 2>&1)" "via-link"
+check "run through a link in a writable directory: refused (125)" eq "$RC" 125
+check "run through a link in a writable directory: nothing ran" test ! -e "$ws/via-link.txt"
 
 # --- bad workspaces --------------------------------------------------------------------
 printf 'x' >"$ws/regular-file"

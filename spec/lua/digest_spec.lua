@@ -10,7 +10,7 @@ local function tmpdir() return H.tmpdir("digest") end
 H.require_sandbox()
 
 local VECTORS = {
-  baseline = "1bb086360c72613b2ef7947f77256a45fe53d8fa6198623bf4a8a5908885bc1c",
+  baseline = "a57c0ee7f0c91694f655396a1938a5c54421ed21be8e799767c4b8fe807c0363",
 }
 
 local function digest(policy, ws)

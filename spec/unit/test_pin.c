@@ -178,7 +178,7 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
 
 static int acq(const char *ws, const a3s_strv *d, const a3s_strv *f, a3s_pins **out, a3s_error *err)
 {
-    return a3s_pins_acquire_in(state_root, ws, d, f, out, err);
+    return a3s_pins_acquire_in(state_root, -1, ws, d, f, out, err);
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -873,7 +873,7 @@ static void test_state_dir_hardening(void)
     ok(mkdir(r, 0755) == 0, "a fresh state root");
     fmt_path(sd, "%s/a3s-sandbox-state-%lu", r, (unsigned long)geteuid());
     umask(077);
-    ok(a3s_pins_acquire_in(r, ws, &d, NULL, &p, &err) == 0, "acquire creates the state dir: %s",
+    ok(a3s_pins_acquire_in(r, -1, ws, &d, NULL, &p, &err) == 0, "acquire creates the state dir: %s",
        err.msg);
     umask(022);
     struct stat st;
@@ -922,7 +922,7 @@ static void test_state_dir_hardening(void)
         ok(rc == 0, "set up a state dir that is %s", bad[i].what);
         memset(&err, 0, sizeof err);
         p = (a3s_pins *)&err;
-        ok(a3s_pins_acquire_in(r, ws, &d, NULL, &p, &err) < 0 && err.code == A3S_ERR_SETUP &&
+        ok(a3s_pins_acquire_in(r, -1, ws, &d, NULL, &p, &err) < 0 && err.code == A3S_ERR_SETUP &&
                strstr(err.msg, "refusing state directory") && p == NULL,
            "a state dir that is %s is refused: %s", bad[i].what, err.msg);
         ok(absent(ws, ".git"), "and nothing is pinned");

@@ -226,16 +226,19 @@ static void test_case_variant_protected(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan succeeds: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan succeeds: %s", err.msg);
     ok(protected(p, ws, ".GIT"), ".GIT directory is protected");
     ok(protected(p, ws, ".MCP.JSON"), ".MCP.JSON file is protected");
     ok(p->nfs == 2, "exactly two rules (got %zu)", p->nfs);
     ok(all_discovered(p), "scan rules are discovered, optional, provenance <scan>");
-    ok(!sv_has(&r.missing_dirs, ".git") && sv_has(&r.missing_dirs, ".a3s") && r.missing_dirs.n == 6,
-       "missing_dirs lists the six absent directories, not .git (%zu)", r.missing_dirs.n);
-    ok(!sv_has(&r.missing_files, ".mcp.json") && sv_has(&r.missing_files, ".profile") &&
-           r.missing_files.n == 7,
-       "missing_files lists the seven absent files, not .mcp.json (%zu)", r.missing_files.n);
+    /* A variant does not stand for the canonical spelling: that one is pinned too. */
+    ok(sv_has(&r.missing_dirs, ".git") && sv_has(&r.missing_dirs, ".a3s") && r.missing_dirs.n == 7,
+       "missing_dirs lists all seven canonical directories, .git too (%zu)", r.missing_dirs.n);
+    ok(sv_has(&r.missing_files, ".mcp.json") && sv_has(&r.missing_files, ".profile") &&
+           r.missing_files.n == 8,
+       "missing_files lists all eight canonical files, .mcp.json too (%zu)", r.missing_files.n);
+    ok(a3s_scan_find(&r, p->fs[0].path) && a3s_scan_find(&r, p->fs[1].path),
+       "both variants carry the identity the scan saw");
     ok(r.entries == 2, "two entries visited (got %llu)", (unsigned long long)r.entries);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -249,7 +252,7 @@ static void test_missing_all(void)
     a3s_plan *p = new_plan(ws);
     a3s_scan_result r;
     a3s_error err = {0};
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan of a plain workspace: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan of a plain workspace: %s", err.msg);
     ok(r.missing_dirs.n == 7 && strcmp(r.missing_dirs.v[0], ".git") == 0 &&
            strcmp(r.missing_dirs.v[6], ".idea") == 0,
        "all protected directories missing, in declared order");
@@ -278,7 +281,7 @@ static void test_gitdir(void)
     put(ws, "sub/gitdir/.env.inside", "s");
     hardlink(outside, ws, "sub/gitdir/objects/pack");
     a3s_plan *p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan with a .git file: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with a .git file: %s", err.msg);
     ok(protected(p, ws, ".git"), "the .git file itself is protected");
     ok(protected(p, ws, "sub/gitdir"), "the gitdir target sub/gitdir is protected");
     ok(rules_containing(p, "sub/gitdir/") == 0, "the git directory is not walked");
@@ -286,18 +289,29 @@ static void test_gitdir(void)
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
 
-    /* Case variant, CRLF, absolute path through a symlink: the canonical target. */
+    /* Case variant, CRLF, absolute path: the target, its parent held. */
+    new_dir(ws, "ws");
+    mkdirs(ws, "real/wt");
+    fmt_path(text, "gitdir:   %s/real/wt \r\n", ws);
+    put(ws, ".GIT", text);
+    p = new_plan(ws);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with a .GIT file: %s", err.msg);
+    ok(protected(p, ws, ".GIT") && protected(p, ws, "real/wt"),
+       "absolute gitdir inside the workspace: real/wt protected");
+    ok(r.nholds == 1 && strstr(r.holds[0].path, "/real") && r.holds[0].dir,
+       "its parent directory is held (%zu holds)", r.nholds);
+    a3s_scan_result_free(&r);
+    a3s_plan_free(p);
+
+    /* A link on the way inside the workspace: a command could re-point it, refused. */
     new_dir(ws, "ws");
     mkdirs(ws, "real/wt");
     softlink("real", ws, "link");
-    fmt_path(text, "gitdir:   %s/link/wt \r\n", ws);
-    put(ws, ".GIT", text);
+    fmt_path(text, "gitdir: %s/link/wt\n", ws);
+    put(ws, ".git", text);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan with a .GIT file: %s", err.msg);
-    ok(protected(p, ws, ".GIT") && protected(p, ws, "real/wt"),
-       "absolute gitdir through a symlink resolves to the canonical real/wt");
-    ok(rules_containing(p, "/link") == 0, "no rule names the symlink");
-    a3s_scan_result_free(&r);
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
+       "a gitdir through a workspace symlink is refused: %s", err.msg);
     a3s_plan_free(p);
 
     /* Outside the workspace (read-only anyway) or absent: no rule. */
@@ -305,7 +319,7 @@ static void test_gitdir(void)
     fmt_path(text, "gitdir: %s\n", other);
     put(ws, ".git", text);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0 && p->nfs == 1 && protected(p, ws, ".git"),
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && p->nfs == 1 && protected(p, ws, ".git"),
        "a gitdir outside the workspace adds no rule (%zu rules): %s", p->nfs, err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -313,16 +327,15 @@ static void test_gitdir(void)
     new_dir(ws, "ws");
     put(ws, ".git", "gitdir: does/not/exist\n");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0 && p->nfs == 1,
-       "a gitdir that does not exist adds no rule: %s", err.msg);
-    a3s_scan_result_free(&r);
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "could create it"),
+       "a gitdir inside the workspace that does not exist is refused: %s", err.msg);
     a3s_plan_free(p);
 
     new_dir(ws, "ws");
     put(ws, ".git", "not a pointer\ngitdir: sub\n");
     mkdirs(ws, "sub");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0 && p->nfs == 1, "only the first line counts: %s",
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && p->nfs == 1, "only the first line counts: %s",
        err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -331,7 +344,7 @@ static void test_gitdir(void)
     new_dir(ws, "ws");
     put(ws, ".git", "gitdir: .\n");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "workspace itself"),
        "gitdir naming the workspace itself is refused: %s", err.msg);
     ok(p->nfs == 0, "a failed scan adds nothing");
@@ -358,7 +371,7 @@ static void test_nested_secrets(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(masked(p, ws, ".env"), ".env is masked");
     ok(masked(p, ws, "src/config/.ENV.local"), "nested case variant .ENV.local is masked");
     ok(masked(p, ws, "src/config/.env.secret"), "nested .env.secret is masked");
@@ -401,7 +414,7 @@ static void test_hardlinks(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(masked(p, ws, "src/linked"), "source hard link src/linked (nlink 2) is masked");
     ok(rules_containing(p, "linked") == 1,
        "hard links in node_modules, target, .a3s, .git to an ordinary outside file are not "
@@ -417,7 +430,7 @@ static void test_hardlinks(void)
     new_dir(ws, "ws");
     hardlink(outside, ws, ".bashrc");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(masked(p, ws, ".bashrc") && rules_for(p, A3S_FS_PROTECT, ws, ".bashrc") == 0,
        "a hard-linked protected file gets MASK only (one kind per path)");
     ok(!sv_has(&r.missing_files, ".bashrc"), "and is not missing");
@@ -451,7 +464,7 @@ static void test_credential_aliases(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(masked(p, ws, ".env"), ".env masked");
     ok(masked(p, ws, "node_modules/linked-secret"), "node_modules/linked-secret masked");
     ok(masked(p, ws, "target/linked-secret"), "target/linked-secret masked");
@@ -480,7 +493,7 @@ static void test_symlinks_refused(void)
     softlink(other, ws, ".git");
     a3s_plan *p = new_plan(ws);
     a3s_plan_add_fs(p, A3S_FS_RO, "/usr", false, false, "policy.lua", 3, &err);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "symbolic link") && strstr(err.msg, "protected workspace path"),
        "a symlinked .git fails closed: %s", err.msg);
     ok(p->nfs == 1, "the plan is unchanged after a failed scan");
@@ -493,7 +506,7 @@ static void test_symlinks_refused(void)
     fmt_path(target, "%s/secret", other);
     softlink(target, ws, ".env");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && strstr(err.msg, "symbolic link") &&
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link") &&
            strstr(err.msg, "secret workspace path"),
        "a symlinked .env fails closed: %s", err.msg);
     a3s_plan_free(p);
@@ -502,14 +515,14 @@ static void test_symlinks_refused(void)
     mkdirs(ws, "src");
     softlink(target, ws, "src/.Env.local");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
        "a nested symlinked .Env.local fails closed: %s", err.msg);
     a3s_plan_free(p);
 
     new_dir(ws, "ws");
     softlink("/nonexistent", ws, ".MCP.json");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
        "a dangling symlinked .MCP.json fails closed: %s", err.msg);
     a3s_plan_free(p);
 }
@@ -528,7 +541,7 @@ static void test_symlinked_dirs_not_followed(void)
     a3s_plan *p = new_plan(ws);
     a3s_scan_result r;
     a3s_error err = {0};
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan with symlinked directories: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with symlinked directories: %s", err.msg);
     ok(p->nfs == 0, "no rule for anything reached through a symlink (%zu rules)", p->nfs);
     ok(r.entries == 4, "symlinks are entries, their targets are not walked (%llu)",
        (unsigned long long)r.entries);
@@ -548,7 +561,7 @@ static void test_depth_limit(void)
         strcat(rel, i ? "/d" : "d");
     mkdirs(ws, rel);
     a3s_plan *p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "64 nested directories are within depth 64: %s",
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "64 nested directories are within depth 64: %s",
        err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -557,7 +570,7 @@ static void test_depth_limit(void)
     strcat(rel, "/d");
     mkdirs(ws, rel);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "depth limit 64 exceeded at ") && strstr(err.msg, "/d/d/d"),
        "65 nested directories exceed depth 64: %.120s", err.msg);
     a3s_plan_free(p);
@@ -570,7 +583,7 @@ static void test_depth_limit(void)
     hardlink(env, ws, "node_modules/a/b/c/alias");
     p = new_plan(ws);
     p->limits.scan_depth = 3;
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && strstr(err.msg, "depth limit 3"),
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "depth limit 3"),
        "depth limit applies to the package-store search: %s", err.msg);
     a3s_plan_free(p);
 }
@@ -587,12 +600,12 @@ static void test_entry_limit(void)
     }
     a3s_plan *p = new_plan(ws);
     p->limits.scan_entries = 7; /* dir + six files */
-    ok(a3s_scan_workspace(p, &r, &err) == 0 && r.entries == 7,
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && r.entries == 7,
        "exactly at the entry limit is fine (%llu entries): %s", (unsigned long long)r.entries,
        err.msg);
     a3s_scan_result_free(&r);
     p->limits.scan_entries = 6;
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "entry limit 6 exceeded"),
        "one entry over the limit fails: %s", err.msg);
     a3s_plan_free(p);
@@ -611,7 +624,7 @@ static void test_held_pins(void)
 
     a3s_plan *p = new_plan(ws);
     a3s_scan_result r;
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(sv_has(&r.missing_dirs, ".git") && sv_has(&r.missing_files, ".mcp.json"),
        "pins held by this process are reported as missing (to be shared)");
     ok(p->nfs == 0, "and get no PROTECT rule of their own (%zu rules)", p->nfs);
@@ -643,7 +656,7 @@ static void test_declared_rules_respected(void)
     a3s_plan_add_fs(p, A3S_FS_MASK, envp, true, false, "policy.lua", 7, &err);
     a3s_plan_add_fs(p, A3S_FS_PROTECT, gitp, true, false, "policy.lua", 8, &err);
     a3s_scan_result r;
-    ok(a3s_scan_workspace(p, &r, &err) == 0, "scan: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(p->nfs == 2, "declared MASK .env / PROTECT .git are not duplicated (%zu rules)", p->nfs);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -658,14 +671,14 @@ static void test_bad_input(void)
     a3s_error err = {0};
     static const char *const empty[] = {"", NULL};
     add_names(&p->secret_prefixes, empty);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && err.code == A3S_ERR_POLICY,
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY,
        "an empty secret prefix (would mask everything) is refused: %s", err.msg);
     a3s_plan_free(p);
 
     char missing[PATH_MAX];
     fmt_path(missing, "%s/does-not-exist", root);
     p = new_plan(missing);
-    ok(a3s_scan_workspace(p, &r, &err) < 0 && strstr(err.msg, "cannot open workspace"),
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "cannot open workspace"),
        "a missing workspace fails: %s", err.msg);
     a3s_plan_free(p);
 
@@ -674,7 +687,7 @@ static void test_bad_input(void)
     if (symlink(ws, link) < 0)
         die(link);
     p = new_plan(link);
-    ok(a3s_scan_workspace(p, &r, &err) < 0, "a symlinked workspace path is refused: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, &r, &err) < 0, "a symlinked workspace path is refused: %s", err.msg);
     a3s_plan_free(p);
 }
 

@@ -1,0 +1,646 @@
+/* The trusted setup step inside the sandbox (a3s-sandbox-launch --setup).
+ *
+ * bwrap has created the namespaces and mounted everything outside the workspace. This
+ * step runs as uid 0 of the sandbox's user namespace with CAP_SYS_ADMIN (and nothing
+ * else), before the seccomp filter and before any untrusted code. It
+ *   1. checks that the workspace and scratch mounts are the very directories the
+ *      supervisor opened and scanned (or mounts the idmapped clones it was handed);
+ *   2. makes every workspace-relative mount by file descriptor: each target is resolved
+ *      once below the workspace without following symbolic links (openat2
+ *      RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), checked against the identity the scan saw,
+ *      and mounted onto with move_mount(MOVE_MOUNT_T_EMPTY_PATH), so no rename or
+ *      exchange in a concurrent run can redirect a rule;
+ *   3. verifies the result by resolving every path again: it must be exactly the mount
+ *      that was made (same mount id);
+ *   4. drops to the command's identity in a nested user namespace with no capabilities,
+ *      sets no_new_privs and installs the command's seccomp filter.
+ * Any failure ends the run before the command starts (exit 125, message on stderr). */
+#include "setup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "protocol.h"
+
+#ifndef SECBIT_NOROOT
+#define SECBIT_NOROOT (1 << 0)
+#define SECBIT_NOROOT_LOCKED (1 << 1)
+#define SECBIT_NO_SETUID_FIXUP (1 << 2)
+#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
+#endif
+
+#define MAX_OPS 65536
+
+typedef struct op {
+    char kind[12];
+    const char *path;
+    unsigned long long a, b, c, d;
+    int mnt_fd_num;        /* root/scratch with source 1 */
+    unsigned long long mnt_id; /* of the mount we made, for the final check */
+    dev_t dev;             /* what the target was before (protect/ro/rw/hold) */
+    ino_t ino;
+    bool applied;
+} op;
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("a3s-sandbox: setup: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+static int sys_openat2(int dfd, const char *path, int flags, unsigned long long resolve)
+{
+    struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC), .resolve = resolve};
+    int fd;
+    /* RESOLVE_* lookups return EAGAIN when a rename raced with them: retry a little. */
+    for (int i = 0; i < 64; i++) {
+        fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof how);
+        if (fd >= 0 || errno != EAGAIN)
+            break;
+    }
+    return fd;
+}
+
+static int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+    return (int)syscall(SYS_open_tree, dfd, path, flags);
+}
+
+static int sys_move_mount_fd(int from, int to)
+{
+    return (int)syscall(SYS_move_mount, from, "", to, "",
+                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
+static int sys_mount_setattr(int fd, unsigned flags, unsigned long long set,
+                             unsigned long long clr)
+{
+    struct mount_attr a = {.attr_set = set, .attr_clr = clr};
+    return (int)syscall(SYS_mount_setattr, fd, "", flags | AT_EMPTY_PATH, &a, sizeof a);
+}
+
+static int mnt_id_of(int fd, unsigned long long *id)
+{
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0)
+        return -1;
+    if (!(sx.stx_mask & STATX_MNT_ID)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    *id = sx.stx_mnt_id;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- records */
+
+static char *read_all(int fd, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf)
+        return NULL;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= A3S_SETUP_MAX_BYTES) {
+                free(buf);
+                errno = EFBIG;
+                return NULL;
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            free(buf);
+            return NULL;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static bool parse_num(const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-')
+        return false;
+    *out = strtoull(s, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
+{
+    const char *f[A3S_SETUP_FIELDS];
+    size_t pos = strlen(buf) + 1;
+    if (pos > len || strcmp(buf, A3S_SETUP_MAGIC) != 0)
+        return fail("the setup records are not of this version");
+    op *ops = calloc(MAX_OPS, sizeof *ops);
+    if (!ops)
+        return fail("out of memory");
+    size_t n = 0;
+    while (pos < len) {
+        for (int i = 0; i < A3S_SETUP_FIELDS; i++) {
+            if (pos >= len) {
+                free(ops);
+                return fail("truncated setup record");
+            }
+            f[i] = buf + pos;
+            pos += strlen(buf + pos) + 1;
+        }
+        if (n == MAX_OPS || strlen(f[0]) >= sizeof ops[n].kind) {
+            free(ops);
+            return fail("bad setup record");
+        }
+        op *o = &ops[n++];
+        memcpy(o->kind, f[0], strlen(f[0]) + 1);
+        o->path = f[1];
+        if (!parse_num(f[2], &o->a) || !parse_num(f[3], &o->b) || !parse_num(f[4], &o->c) ||
+            !parse_num(f[5], &o->d)) {
+            free(ops);
+            return fail("bad number in setup record %s %s", f[0], f[1]);
+        }
+    }
+    if (n == 0 || strcmp(ops[n - 1].kind, "ids") != 0) {
+        free(ops);
+        return fail("the setup records do not end with the identity");
+    }
+    *out = ops;
+    *nout = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- mount sources */
+
+/* A read-only, nodev clone of /dev/null, checked to be the null device (a mask must
+ * never land on something that reads back data). nodev: opening it fails (EACCES), so a
+ * masked file is unreadable rather than empty. */
+static int null_source(void)
+{
+    int fd = sys_openat2(AT_FDCWD, "/dev/null", O_PATH,
+                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
+        if (fd >= 0)
+            close(fd);
+        return fail("/dev/null is not the null device");
+    }
+    int src = sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    int e = errno;
+    close(fd);
+    if (src < 0)
+        return fail("cloning /dev/null: %s", strerror(e));
+    if (sys_mount_setattr(src, 0,
+                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                              MOUNT_ATTR_NOEXEC,
+                          0) < 0) {
+        e = errno;
+        close(src);
+        return fail("/dev/null mount attributes: %s", strerror(e));
+    }
+    return src;
+}
+
+/* A fresh tmpfs, detached: read-only and empty (mask) or writable (tmpfs rules). */
+static int tmpfs_source(bool writable)
+{
+    int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return fail("tmpfs: %s", strerror(errno));
+    const char *mode = writable ? "1777" : "0755";
+    int m = -1;
+    if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0 ||
+        syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", writable ? "50%" : "4k", 0) <
+            0 ||
+        syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+        (m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                              (writable ? 0 : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC))) < 0) {
+        int e = errno;
+        close(fs);
+        return fail("tmpfs: %s", strerror(e));
+    }
+    close(fs);
+    return m;
+}
+
+enum { KEEP_ATTRS = 0, READ_ONLY = 1, READ_WRITE = 2 };
+
+/* A clone of the tree at fd: the bind of an entry onto itself. KEEP_ATTRS keeps what
+ * covers it (a held directory inside a read-only one stays read-only). */
+static int self_source(int fd, int mode)
+{
+    int src = sys_open_tree(fd, "",
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (src < 0)
+        return -1;
+    unsigned long long set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    unsigned long long clr = 0;
+    if (mode == READ_ONLY)
+        set |= MOUNT_ATTR_RDONLY;
+    else if (mode == READ_WRITE)
+        clr = MOUNT_ATTR_RDONLY;
+    if (sys_mount_setattr(src, AT_RECURSIVE, set, clr) < 0) {
+        int e = errno;
+        close(src);
+        errno = e;
+        return -1;
+    }
+    return src;
+}
+
+/* ---------------------------------------------------------------- applying records */
+
+typedef struct ctx {
+    int wsfd;     /* the workspace mount's root, once checked */
+    int null_src; /* lazily made */
+    int mask_fs;  /* an empty read-only tmpfs, cloned per masked directory */
+    const char *ws;
+} ctx;
+
+static const unsigned long long beneath = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                          RESOLVE_NO_MAGICLINKS;
+
+/* The workspace or the scratch directory: an absolute path that must resolve without
+ * any symbolic link to the directory the supervisor opened. */
+static int apply_root(ctx *c, op *o, int *out_fd)
+{
+    int t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                        RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (t < 0)
+        return fail("%s %s: %s (it changed during setup)", o->kind, o->path, strerror(errno));
+    if (o->c == 1) {
+        int src = strcmp(o->kind, "root") == 0 ? A3S_FD_WS_MOUNT : A3S_FD_SCRATCH_MOUNT;
+        if (mnt_id_of(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0) {
+            int e = errno;
+            close(t);
+            return fail("mounting the %s at %s: %s", o->kind, o->path, strerror(e));
+        }
+        close(src);
+        close(t);
+        t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                        RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (t < 0)
+            return fail("%s %s: %s (it changed during setup)", o->kind, o->path,
+                        strerror(errno));
+    } else {
+        /* bwrap bound it by path: it must be a mount of its own, of that directory. */
+        int parent = openat(t, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        unsigned long long pid = 0;
+        if (parent < 0 || mnt_id_of(parent, &pid) < 0 || mnt_id_of(t, &o->mnt_id) < 0 ||
+            pid == o->mnt_id) {
+            if (parent >= 0)
+                close(parent);
+            close(t);
+            return fail("%s %s is not the mount that was made for it", o->kind, o->path);
+        }
+        close(parent);
+    }
+    struct stat st;
+    if (fstat(t, &st) < 0 || st.st_dev != (dev_t)o->a || st.st_ino != (ino_t)o->b) {
+        close(t);
+        return fail("%s %s is not the directory that was checked: it changed during setup",
+                    o->kind, o->path);
+    }
+    o->applied = true;
+    *out_fd = t;
+    (void)c;
+    return 0;
+}
+
+static bool is_kind(const op *o, const char *k)
+{
+    return strcmp(o->kind, k) == 0;
+}
+
+static int apply_entry(ctx *c, op *o)
+{
+    if (c->wsfd < 0)
+        return fail("workspace record missing before %s %s", o->kind, o->path);
+    int t = sys_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
+    if (t < 0) {
+        if ((errno == ENOENT || errno == ENOTDIR) && (o->c & A3S_SETUP_OPTIONAL) && !o->a &&
+            !o->b)
+            return 0;
+        if (errno == ELOOP)
+            return fail("refusing a symbolic link at %s/%s", c->ws, o->path);
+        return fail("%s/%s: %s (the workspace changed during setup)", c->ws, o->path,
+                    strerror(errno));
+    }
+    struct stat st;
+    if (fstat(t, &st) < 0) {
+        int e = errno;
+        close(t);
+        return fail("%s/%s: %s", c->ws, o->path, strerror(e));
+    }
+    if (S_ISLNK(st.st_mode)) {
+        close(t);
+        return fail("refusing a symbolic link at %s/%s", c->ws, o->path);
+    }
+    if ((o->a || o->b) && (st.st_dev != (dev_t)o->a || st.st_ino != (ino_t)o->b)) {
+        close(t);
+        return fail("%s/%s is not the entry that was scanned: the workspace changed during "
+                    "setup", c->ws, o->path);
+    }
+    bool dir = S_ISDIR(st.st_mode);
+    if ((o->d == A3S_SETUP_T_DIR && !dir) || (o->d == A3S_SETUP_T_NONDIR && dir)) {
+        close(t);
+        return fail("%s/%s changed type during setup", c->ws, o->path);
+    }
+    o->dev = st.st_dev;
+    o->ino = st.st_ino;
+    int src = -1;
+    if (is_kind(o, "protect") || is_kind(o, "ro"))
+        src = self_source(t, READ_ONLY);
+    else if (is_kind(o, "rw"))
+        src = self_source(t, READ_WRITE);
+    else if (is_kind(o, "hold"))
+        src = self_source(t, KEEP_ATTRS);
+    else if (is_kind(o, "mask") && dir) {
+        if (c->mask_fs < 0 && (c->mask_fs = tmpfs_source(false)) < 0) {
+            close(t);
+            return -1;
+        }
+        src = sys_open_tree(c->mask_fs, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    } else if (is_kind(o, "mask")) {
+        if (c->null_src < 0 && (c->null_src = null_source()) < 0) {
+            close(t);
+            return -1;
+        }
+        src = sys_open_tree(c->null_src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    } else if (is_kind(o, "tmpfs")) {
+        if (!dir) {
+            close(t);
+            return fail("tmpfs path %s/%s is not a directory", c->ws, o->path);
+        }
+        src = tmpfs_source(true);
+        if (src < 0) {
+            close(t);
+            return -1;
+        }
+    } else {
+        close(t);
+        return fail("unknown setup record '%s'", o->kind);
+    }
+    if (src < 0) {
+        int e = errno;
+        close(t);
+        return fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(e));
+    }
+    int rc = 0;
+    if (mnt_id_of(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0)
+        rc = fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(errno));
+    else
+        o->applied = true;
+    close(src);
+    close(t);
+    return rc;
+}
+
+/* Resolve every path again: it must now be exactly the mount made for it. */
+static int verify(ctx *c, op *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        op *o = &ops[i];
+        if (!o->applied)
+            continue;
+        bool rootish = is_kind(o, "root") || is_kind(o, "scratch");
+        int t = rootish ? sys_openat2(AT_FDCWD, o->path, O_PATH | O_NOFOLLOW,
+                                      RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+                        : sys_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
+        unsigned long long id = 0;
+        struct stat st;
+        bool ok = t >= 0 && mnt_id_of(t, &id) == 0 && id == o->mnt_id && fstat(t, &st) == 0;
+        if (ok && (is_kind(o, "protect") || is_kind(o, "ro") || is_kind(o, "rw") ||
+                   is_kind(o, "hold")))
+            ok = st.st_dev == o->dev && st.st_ino == o->ino;
+        if (ok && is_kind(o, "mask") && !S_ISDIR(st.st_mode))
+            ok = S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+        if (ok && (is_kind(o, "protect") || is_kind(o, "ro") || is_kind(o, "mask"))) {
+            /* Read-only must hold for the mount itself. */
+            struct statvfs vf;
+            ok = fstatvfs(t, &vf) == 0 && (vf.f_flag & ST_RDONLY);
+        }
+        if (t >= 0)
+            close(t);
+        if (!ok)
+            return fail("%s %s%s%s did not end up where it was mounted: the workspace changed "
+                        "during setup", o->kind, rootish ? "" : c->ws, rootish ? "" : "/",
+                        o->path);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- identity */
+
+static int write_at(int dfd, const char *name, const char *text)
+{
+    int fd = openat(dfd, name, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t w = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return w == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Switch to (run_uid, run_gid) in the sandbox's user namespace, then enter a nested
+ * one that shows the command (show_uid, show_gid): the nested namespace does not own
+ * the mount namespace, so whatever capabilities it would give cannot change a mount. */
+static int switch_identity(const op *ids)
+{
+    uid_t run_uid = (uid_t)ids->a, show_uid = (uid_t)ids->c;
+    gid_t run_gid = (gid_t)ids->b, show_gid = (gid_t)ids->d;
+    /* A private procfs instance: /proc itself is already read-only, and the maps of the
+     * nested namespace are written through this one. */
+    int pfs = (int)syscall(SYS_fsopen, "proc", FSOPEN_CLOEXEC);
+    int proc = -1;
+    if (pfs < 0 || syscall(SYS_fsconfig, pfs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+        (proc = (int)syscall(SYS_fsmount, pfs, FSMOUNT_CLOEXEC,
+                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0) {
+        int e = errno;
+        if (pfs >= 0)
+            close(pfs);
+        return fail("procfs for the identity switch: %s", strerror(e));
+    }
+    close(pfs);
+    if (run_uid != 0 || run_gid != 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(run_gid, run_gid, run_gid) < 0 ||
+            setresuid(run_uid, run_uid, run_uid) < 0) {
+            int e = errno;
+            close(proc);
+            return fail("switching to uid %u: %s", (unsigned)run_uid, strerror(e));
+        }
+        /* A uid change makes the process non-dumpable, and /proc/self would then belong
+         * to root: the maps below could not be written. */
+        if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
+            int e = errno;
+            close(proc);
+            return fail("prctl(PR_SET_DUMPABLE): %s", strerror(e));
+        }
+    }
+    uid_t cur_uid = getuid();
+    gid_t cur_gid = getgid();
+    char map[64];
+    if (unshare(CLONE_NEWUSER) < 0) {
+        int e = errno;
+        close(proc);
+        return fail("nested user namespace: %s", strerror(e));
+    }
+    int rc = 0;
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)show_uid, (unsigned)cur_uid);
+    if (write_at(proc, "self/setgroups", "deny") < 0 || write_at(proc, "self/uid_map", map) < 0)
+        rc = fail("uid map of the command: %s", strerror(errno));
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)show_gid, (unsigned)cur_gid);
+    if (rc == 0 && write_at(proc, "self/gid_map", map) < 0)
+        rc = fail("gid map of the command: %s", strerror(errno));
+    close(proc);
+    if (rc < 0)
+        return -1;
+    if (setresgid(show_gid, show_gid, show_gid) < 0 || setresuid(show_uid, show_uid, show_uid) < 0)
+        return fail("taking the command's identity: %s", strerror(errno));
+    /* No capability survives, and none can come back through exec (also as uid 0). */
+    for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return fail("dropping capability %d: %s", cap, strerror(errno));
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return fail("clearing ambient capabilities: %s", strerror(errno));
+    if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+                                     SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED,
+              0, 0, 0) < 0)
+        return fail("securebits: %s", strerror(errno));
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capset, &h, d) < 0)
+        return fail("capset: %s", strerror(errno));
+    return 0;
+}
+
+static int install_filter(void)
+{
+    size_t len = 0;
+    char *buf = read_all(A3S_FD_SECCOMP, &len);
+    if (!buf)
+        return fail("reading the seccomp filter: %s", strerror(errno));
+    if (len == 0 || len % sizeof(struct sock_filter) ||
+        len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+        free(buf);
+        return fail("the seccomp filter is not a BPF program");
+    }
+    struct sock_fprog prog = {(unsigned short)(len / sizeof(struct sock_filter)),
+                              (struct sock_filter *)(void *)buf};
+    int rc = 0;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+        rc = fail("installing the seccomp filter: %s", strerror(errno));
+    free(buf);
+    return rc;
+}
+
+int a3s_setup_run(bool keep_relay_fds)
+{
+    size_t len = 0;
+    char *buf = read_all(A3S_FD_SETUP, &len);
+    if (!buf)
+        return fail("reading the setup records: %s", strerror(errno));
+    op *ops = NULL;
+    size_t n = 0;
+    if (parse_ops(buf, len, &ops, &n) < 0) {
+        free(buf);
+        return -1;
+    }
+    ctx c = {.wsfd = -1, .null_src = -1, .mask_fs = -1, .ws = ""};
+    int rc = 0, scratch_fd = -1;
+    for (size_t i = 0; i + 1 < n && rc == 0; i++) {
+        op *o = &ops[i];
+        if (is_kind(o, "root")) {
+            if (c.wsfd >= 0)
+                rc = fail("two workspace records");
+            else if ((rc = apply_root(&c, o, &c.wsfd)) == 0)
+                c.ws = o->path;
+        } else if (is_kind(o, "scratch")) {
+            if (scratch_fd >= 0)
+                rc = fail("two scratch records");
+            else
+                rc = apply_root(&c, o, &scratch_fd);
+        } else {
+            rc = apply_entry(&c, o);
+        }
+    }
+    if (rc == 0)
+        rc = verify(&c, ops, n);
+    /* The command starts in the workspace mount (bwrap's --chdir may predate it). */
+    if (rc == 0 && c.wsfd >= 0) {
+        int d = openat(c.wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0 || fchdir(d) < 0)
+            rc = fail("entering the workspace: %s", strerror(errno));
+        if (d >= 0)
+            close(d);
+    }
+    if (c.wsfd >= 0)
+        close(c.wsfd);
+    if (scratch_fd >= 0)
+        close(scratch_fd);
+    if (c.null_src >= 0)
+        close(c.null_src);
+    if (c.mask_fs >= 0)
+        close(c.mask_fs);
+    if (rc == 0)
+        rc = switch_identity(&ops[n - 1]);
+    free(ops);
+    free(buf);
+    if (rc == 0)
+        rc = install_filter();
+    if (rc < 0)
+        return -1;
+    /* Nothing of the setup reaches the command: bwrap's args, the filter and the
+     * records, the mount and namespace fds. The relay still needs its filter and
+     * bwrap's status pipe (it hands them on itself). */
+    if (keep_relay_fds) {
+        (void)close(A3S_FD_ARGS);
+        (void)close(A3S_FD_SECCOMP);
+        (void)syscall(SYS_close_range, A3S_FD_SETUP, ~0U, 0);
+    } else {
+        (void)syscall(SYS_close_range, A3S_FD_ARGS, ~0U, 0);
+    }
+    return 0;
+}

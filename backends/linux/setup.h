@@ -1,0 +1,15 @@
+/* The trusted setup step inside the sandbox: workspace mounts by file descriptor, the
+ * command's identity, its seccomp filter (see setup.c and protocol.h). Part of the
+ * in-sandbox launcher, never of the library. */
+#ifndef A3S_SETUP_H
+#define A3S_SETUP_H
+
+#include <stdbool.h>
+
+/* Apply the records on fd A3S_FD_SETUP. On success the caller runs as the command's
+ * identity with no capabilities, no_new_privs and the filter of fd A3S_FD_SECCOMP, in
+ * the workspace; fds 5 and up are closed (keep_relay_fds: all but 4 and 7). On failure
+ * a message is on stderr and -1 is returned: the command must not run. */
+int a3s_setup_run(bool keep_relay_fds);
+
+#endif

@@ -1,0 +1,215 @@
+/* Opening the workspace once, by file descriptor, with the symbolic-link rule.
+ *
+ * The path is walked one component at a time (openat with O_NOFOLLOW): what is opened is
+ * what was checked, and the canonical path is built from what was actually walked. A
+ * symbolic link is followed only when the caller cannot write the directory that holds
+ * it: a link that a sandboxed command (which writes as the caller) could have planted
+ * must never re-root a later run's workspace. Root can write every directory, so a root
+ * caller passes canonical paths. */
+#include "wspath.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef O_PATH
+#define O_PATH O_RDONLY
+#endif
+
+#define MAX_LINKS 40
+
+/* The components still to walk, as one buffer consumed from the front. */
+typedef struct walk {
+    char *todo; /* "a/b/c" */
+    char *canon;
+    size_t len, cap;
+} walk;
+
+static int canon_push(walk *w, const char *comp)
+{
+    size_t n = strlen(comp);
+    if (w->len + n + 2 > w->cap) {
+        size_t cap = (w->len + n + 2) * 2;
+        char *c = realloc(w->canon, cap);
+        if (!c)
+            return -1;
+        w->canon = c;
+        w->cap = cap;
+    }
+    w->canon[w->len++] = '/';
+    memcpy(w->canon + w->len, comp, n + 1);
+    w->len += n;
+    return 0;
+}
+
+static void canon_pop(walk *w)
+{
+    while (w->len > 0 && w->canon[w->len - 1] != '/')
+        w->len--;
+    if (w->len > 0)
+        w->len--;
+    w->canon[w->len] = '\0';
+}
+
+/* Replace the front of todo: `target` then what followed the link. */
+static int splice_link(walk *w, const char *target, const char *rest)
+{
+    size_t tl = strlen(target), rl = strlen(rest);
+    char *n = malloc(tl + rl + 2);
+    if (!n)
+        return -1;
+    memcpy(n, target, tl);
+    n[tl] = '/';
+    memcpy(n + tl + 1, rest, rl + 1);
+    free(w->todo);
+    w->todo = n;
+    return 0;
+}
+
+int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error *err)
+{
+    *canonical = NULL;
+    *fd_out = -1;
+    walk w = {0};
+    int cur = -1, rc = -1, links = 0;
+    char *abs = NULL;
+    if (!given || !*given)
+        return a3s_fail(err, A3S_ERR_INVALID, "the sandbox workspace path is empty");
+    if (given[0] == '/') {
+        abs = a3s_strdup(given);
+    } else {
+        char *cwd = getcwd(NULL, 0);
+        if (!cwd)
+            return a3s_fail_errno(err, A3S_ERR_INVALID, errno,
+                                  "failed to canonicalize the sandbox workspace '%s'", given);
+        size_t n = strlen(cwd) + strlen(given) + 2;
+        if ((abs = malloc(n)) != NULL) {
+            memcpy(abs, cwd, strlen(cwd));
+            abs[strlen(cwd)] = '/';
+            memcpy(abs + strlen(cwd) + 1, given, strlen(given) + 1);
+        }
+        free(cwd);
+    }
+    if (!abs || !(w.todo = a3s_strdup(abs + 1)) || !(w.canon = calloc(1, 64))) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        goto out;
+    }
+    w.cap = 64;
+    if ((cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        a3s_fail_errno(err, A3S_ERR_INVALID, errno, "cannot open /");
+        goto out;
+    }
+    while (*w.todo) {
+        char *slash = strchr(w.todo, '/');
+        char *rest = slash ? slash + 1 : w.todo + strlen(w.todo);
+        if (slash)
+            *slash = '\0';
+        char comp[NAME_MAX + 1];
+        if (strlen(w.todo) > NAME_MAX) {
+            a3s_fail(err, A3S_ERR_INVALID, "sandbox workspace '%s': a component is too long",
+                     given);
+            goto out;
+        }
+        strcpy(comp, w.todo);
+        memmove(w.todo, rest, strlen(rest) + 1);
+        if (!comp[0] || !strcmp(comp, "."))
+            continue;
+        if (!strcmp(comp, "..")) {
+            int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (up < 0) {
+                a3s_fail_errno(err, A3S_ERR_INVALID, errno, "sandbox workspace '%s'", given);
+                goto out;
+            }
+            close(cur);
+            cur = up;
+            canon_pop(&w);
+            continue;
+        }
+        struct stat st;
+        if (fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            a3s_fail_errno(err, A3S_ERR_INVALID, errno,
+                           "failed to canonicalize the sandbox workspace '%s'", given);
+            goto out;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            if (++links > MAX_LINKS) {
+                a3s_fail_errno(err, A3S_ERR_INVALID, ELOOP, "sandbox workspace '%s'", given);
+                goto out;
+            }
+            if (faccessat(cur, ".", W_OK, 0) == 0) {
+                char *real = realpath(abs, NULL);
+                a3s_fail(err, A3S_ERR_INVALID,
+                         "sandbox workspace '%s' passes through the symbolic link %s%s%s in "
+                         "a directory you can write (a sandboxed command could have planted "
+                         "it); pass the canonical path %s instead",
+                         given, w.canon, "/", comp, real ? real : "(unresolvable)");
+                free(real);
+                goto out;
+            }
+            char target[PATH_MAX];
+            ssize_t tl = readlinkat(cur, comp, target, sizeof target - 1);
+            if (tl < 0) {
+                a3s_fail_errno(err, A3S_ERR_INVALID, errno, "sandbox workspace '%s'", given);
+                goto out;
+            }
+            target[tl] = '\0';
+            if (splice_link(&w, target[0] == '/' ? target + 1 : target, w.todo) < 0) {
+                a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+                goto out;
+            }
+            if (target[0] == '/') {
+                int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (root < 0) {
+                    a3s_fail_errno(err, A3S_ERR_INVALID, errno, "cannot open /");
+                    goto out;
+                }
+                close(cur);
+                cur = root;
+                w.len = 0;
+                w.canon[0] = '\0';
+            }
+            continue;
+        }
+        int next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) {
+            /* ELOOP: it became a link since the stat; ENOTDIR: not a directory. */
+            if (errno == ENOTDIR)
+                a3s_fail(err, A3S_ERR_INVALID, "sandbox workspace %s/%s is not a directory",
+                         w.canon, comp);
+            else
+                a3s_fail_errno(err, A3S_ERR_INVALID, errno, "sandbox workspace %s/%s",
+                               w.canon, comp);
+            goto out;
+        }
+        close(cur);
+        cur = next;
+        if (canon_push(&w, comp) < 0) {
+            a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+            goto out;
+        }
+    }
+    /* An O_PATH fd cannot be listed: the scan and the pins need a real one. */
+    int fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        a3s_fail_errno(err, A3S_ERR_INVALID, errno, "cannot open the sandbox workspace %s",
+                       w.len ? w.canon : "/");
+        goto out;
+    }
+    if (w.len == 0)
+        strcpy(w.canon, "/");
+    *canonical = w.canon;
+    w.canon = NULL;
+    *fd_out = fd;
+    rc = 0;
+out:
+    if (cur >= 0)
+        close(cur);
+    free(w.todo);
+    free(w.canon);
+    free(abs);
+    return rc;
+}
