@@ -173,6 +173,8 @@ char *a3s_plan_explain(const char *plan_json)
             json_is_true(json_object_get(sc, "deny_clone_ns")) ? "EPERM" : "allowed",
             json_is_true(json_object_get(sc, "deny_tty_inject")) ? "EPERM" : "allowed");
     fprintf(f, "  a foreign architecture or an x32 syscall kills the process (always)\n");
+    fprintf(f, "  a set-uid/set-gid mode (chmod, mkdir, mknod, creating open) -> EPERM, openat2 "
+               "-> ENOSYS\n    (always, unless denied outright above)\n");
     fprintf(f, "  %-52s ^ %s\n", "", from(sc, trim));
 
     json_t *lim = json_object_get(p, "limits");

@@ -8,7 +8,9 @@
 #include "plan.h"
 
 /* Invariants applied whatever the plan says: a foreign architecture kills the process;
- * on x86_64 x32 syscall numbers kill the process; everything not denied is allowed. */
+ * on x86_64 x32 syscall numbers kill the process; no set-uid/set-gid file can be created
+ * (S_ISUID/S_ISGID in a chmod, mkdir, mknod or creating-open mode -> EPERM, openat2 ->
+ * ENOSYS); everything not denied is allowed. */
 
 /* Build the filter and export it into a memfd (CLOEXEC, sealed, offset 0) for bwrap's
  * --seccomp FD. Returns the fd or -1 with err (A3S_ERR_SETUP). */

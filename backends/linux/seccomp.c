@@ -15,7 +15,13 @@
  *    and jumps to the bad-arch action (verified against libseccomp 2.5.4 and proven at
  *    run time by spec/unit/test_seccomp.c). We therefore must never add SCMP_ARCH_X32.
  *  - only x86_64 and aarch64 are supported: elsewhere socket(2) may be reachable through
- *    the socketcall(2) multiplexer, which rules on socket() would not cover. */
+ *    the socketcall(2) multiplexer, which rules on socket() would not cover;
+ *  - no set-uid/set-gid file can be created (systemd's RestrictSUIDSGID=): S_ISUID or
+ *    S_ISGID in the mode of chmod, fchmod, fchmodat(2), mkdir(at), mknod(at), creat, and
+ *    of open/openat with O_CREAT or O_TMPFILE -> EPERM; openat2 -> ENOSYS. Fixed backend
+ *    behaviour, not a plan setting, so the plan and its digest do not change; a plan
+ *    rule denying one of these syscalls outright takes its place. io_uring could bypass
+ *    it: the baseline denies io_uring. */
 #include "a3s_seccomp.h"
 
 #include <errno.h>
@@ -70,11 +76,41 @@ static const unsigned long sc_tty_ioctls[] = {TIOCSTI, TIOCLINUX};
 /* socketpair(2) allow list when socketpair_unix is set */
 static const int sc_unix_only[] = {AF_UNIX};
 
+/* The mode bits no command may set, one rule each (libseccomp ORs rules). */
+static const unsigned long sc_setid_bits[] = {S_ISUID, S_ISGID};
+/* open flags under which the mode is used. O_TMPFILE is __O_TMPFILE|O_DIRECTORY and has
+ * no O_CREAT: its own bit is tested alone (the kernel needs both bits, so this is wider). */
+static const unsigned long sc_create_flags[] = {O_CREAT, O_TMPFILE & ~O_DIRECTORY};
+
+/* Numbers of syscalls newer than some libseccomp releases (the same on x86_64 and
+ * aarch64), denied with ENOSYS by number when libseccomp does not know the name: libc
+ * then falls back to an older call, which is filtered. */
+#define SC_NR_OPENAT2 437
+#define SC_NR_FCHMODAT2 452
+
+/* Syscalls that take a file mode. flags >= 0: the mode counts only with a create flag
+ * in that argument. raw: see above. */
+static const struct {
+    const char *syscall;
+    int mode;
+    int flags;
+    int raw;
+} sc_setid_calls[] = {
+    {"chmod", 1, -1, 0},    {"fchmod", 1, -1, 0},
+    {"fchmodat", 2, -1, 0}, {"fchmodat2", 2, -1, SC_NR_FCHMODAT2},
+    {"mkdir", 1, -1, 0},    {"mkdirat", 2, -1, 0},
+    {"mknod", 1, -1, 0},    {"mknodat", 2, -1, 0},
+    {"creat", 1, -1, 0},    {"open", 2, 1, 0},
+    {"openat", 3, 2, 0},
+};
+
 enum sc_cond {
     SC_ALWAYS = 0,    /* every call */
     SC_FAMILY_NOT_IN, /* arg0 (address family) is not one of fam[] */
     SC_CLONE_NS,      /* arg0 has any CLONE_NEW* flag */
     SC_TTY_INJECT,    /* arg1 is TIOCSTI or TIOCLINUX (low 32 bits) */
+    SC_SETID_MODE,    /* arg mode_arg has S_ISUID or S_ISGID (and, when flags_arg >= 0,
+                       * that arg has O_CREAT or O_TMPFILE) */
 };
 
 typedef struct sc_desc {
@@ -87,6 +123,9 @@ typedef struct sc_desc {
     const a3s_prov *prov; /* NULL for rules implied by the plan's booleans */
     const char *problem;  /* non-NULL: this rule cannot be compiled, and why */
     bool absent;          /* known to libseccomp but not on this arch: skipped */
+    bool fixed;           /* backend behaviour, not from the plan */
+    int mode_arg;         /* SC_SETID_MODE */
+    int flags_arg;        /* SC_SETID_MODE: -1 when the mode always applies */
 } sc_desc;
 
 typedef int (*sc_emit_fn)(void *ud, const sc_desc *d, a3s_error *err);
@@ -228,9 +267,28 @@ static int sc_emit_implied(const a3s_seccomp_plan *sp, sc_emit_fn emit, void *ud
     return emit(ud, &d, err);
 }
 
+/* A fixed rule (not from the plan). A name unknown to libseccomp is a problem (fail
+ * closed) unless raw > 0: then that number is denied with ENOSYS. */
+static int sc_emit_fixed(const a3s_seccomp_plan *sp, sc_emit_fn emit, void *ud, sc_desc d, int raw,
+                         a3s_error *err)
+{
+    if (sc_denied(sp, d.syscall))
+        return 0;
+    d.fixed = true;
+    sc_resolve(&d);
+    if (d.problem && d.nr == __NR_SCMP_ERROR && raw > 0) {
+        d.problem = NULL;
+        d.nr = raw;
+        d.errnum = ENOSYS;
+        d.cond = SC_ALWAYS;
+    }
+    return emit(ud, &d, err);
+}
+
 /* Walk the plan's rules in a fixed order: deny list (plan order, exact duplicates
- * dropped), socket, socketpair, clone, clone3, ioctl. Fails only when emit fails or on
- * ENOMEM; rule problems are reported to emit in sc_desc.problem. */
+ * dropped), socket, socketpair, clone, clone3, ioctl, then the fixed set-id rules and
+ * openat2. Fails only when emit fails or on ENOMEM; rule problems are reported to emit
+ * in sc_desc.problem. */
 static int sc_walk(const a3s_seccomp_plan *sp, sc_emit_fn emit, void *ud, a3s_error *err)
 {
     int rc = -1;
@@ -297,6 +355,21 @@ static int sc_walk(const a3s_seccomp_plan *sp, sc_emit_fn emit, void *ud, a3s_er
 
     if (sp->deny_tty_inject &&
         sc_emit_implied(sp, emit, ud, "ioctl", EPERM, SC_TTY_INJECT, NULL, 0, NULL, err) < 0)
+        goto out;
+
+    for (size_t i = 0; i < sizeof sc_setid_calls / sizeof sc_setid_calls[0]; i++) {
+        sc_desc d = {.syscall = sc_setid_calls[i].syscall,
+                     .errnum = EPERM,
+                     .cond = SC_SETID_MODE,
+                     .mode_arg = sc_setid_calls[i].mode,
+                     .flags_arg = sc_setid_calls[i].flags};
+        if (sc_emit_fixed(sp, emit, ud, d, sc_setid_calls[i].raw, err) < 0)
+            goto out;
+    }
+    /* openat2's flags and mode are in memory, which seccomp cannot inspect: ENOSYS makes
+     * libc fall back to openat(2), where they are checked. */
+    sc_desc o2 = {.syscall = "openat2", .errnum = ENOSYS, .cond = SC_ALWAYS};
+    if (sc_emit_fixed(sp, emit, ud, o2, SC_NR_OPENAT2, err) < 0)
         goto out;
 
     rc = 0;
@@ -374,6 +447,25 @@ static int sc_emit_filter(void *ud, const sc_desc *d, a3s_error *err)
                                      (scmp_datum_t)sc_tty_ioctls[i]};
             if (sc_add(ctx, d, 1, &c, err) < 0)
                 return -1;
+        }
+        return 0;
+
+    case SC_SETID_MODE:
+        /* single-bit masks: high bits in the 64-bit register cannot hide the bit */
+        for (size_t i = 0; i < sizeof sc_setid_bits / sizeof sc_setid_bits[0]; i++) {
+            scmp_datum_t m = sc_setid_bits[i];
+            struct scmp_arg_cmp c[2] = {{(unsigned int)d->mode_arg, SCMP_CMP_MASKED_EQ, m, m}};
+            if (d->flags_arg < 0) {
+                if (sc_add(ctx, d, 1, c, err) < 0)
+                    return -1;
+                continue;
+            }
+            for (size_t j = 0; j < sizeof sc_create_flags / sizeof sc_create_flags[0]; j++) {
+                scmp_datum_t f = sc_create_flags[j];
+                c[1] = (struct scmp_arg_cmp){(unsigned int)d->flags_arg, SCMP_CMP_MASKED_EQ, f, f};
+                if (sc_add(ctx, d, 2, c, err) < 0)
+                    return -1;
+            }
         }
         return 0;
     }
@@ -532,7 +624,14 @@ static int sc_emit_json(void *ud, const sc_desc *d, a3s_error *err)
     }
     case SC_CLONE_NS: rc = sc_json_str(o, "when", "namespace flags"); break;
     case SC_TTY_INJECT: rc = sc_json_str(o, "when", "TIOCSTI|TIOCLINUX"); break;
+    case SC_SETID_MODE:
+        rc = sc_json_str(o, "when",
+                         d->flags_arg < 0 ? "mode has S_ISUID|S_ISGID"
+                                          : "O_CREAT|O_TMPFILE and mode has S_ISUID|S_ISGID");
+        break;
     }
+    if (rc == 0 && d->fixed)
+        rc = json_object_set_new(o, "fixed", json_true());
     if (rc == 0 && d->problem)
         rc = sc_json_str(o, "error", d->problem);
     else if (rc == 0 && d->absent)
