@@ -882,6 +882,18 @@ static int m_network(lua_State *L)
     return 1;
 }
 
+/* plan:allow_host_root(true|false) -> plan: root callers whose workspace cannot be
+ * idmapped run the command as host uid 0 instead of being refused. [-2, +1, v] */
+static int m_allow_host_root(lua_State *L)
+{
+    a3s_plan *p = check_plan(L);
+    luaL_checktype(L, 2, LUA_TBOOLEAN);
+    set_prov(L, &p->host_root_prov);
+    p->allow_host_root = lua_toboolean(L, 2);
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* Errno number for the name at arg (default dflt). [-0, +0, v] */
 static int check_errno(lua_State *L, int arg, const char *dflt, const char *fname)
 {
@@ -1097,6 +1109,7 @@ static const luaL_Reg plan_methods[] = {
     {"env_strip_prefix", m_env_strip_prefix},
     {"env_set", m_env_set},
     {"network", m_network},
+    {"allow_host_root", m_allow_host_root},
     {"seccomp_deny", m_seccomp_deny},
     {"seccomp", m_seccomp},
     {"limits", m_limits},

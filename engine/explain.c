@@ -108,6 +108,10 @@ char *a3s_plan_explain(const char *plan_json)
                 : "mediated: private namespace; the relay's proxies reach the host mediator",
             short_path(str(p, "network_from")));
 
+    if (json_is_true(json_object_get(p, "allow_host_root")))
+        fprintf(f, "\nIdentity\n  root callers may run the command as HOST ROOT where the "
+                   "workspace cannot be idmapped\n");
+
     json_array_foreach(json_object_get(p, "network_grants"), i_g, g_r)
         fprintf(f, "  grant     %s:%lld%s\n", str(g_r, "host"),
                 (long long)json_integer_value(json_object_get(g_r, "port")),

@@ -188,6 +188,7 @@ void a3s_plan_free(a3s_plan *p)
     free(p->name);
     free(p->source);
     free(p->network_prov.file);
+    free(p->host_root_prov.file);
     for (size_t i = 0; i < p->nfs; i++) {
         free(p->fs[i].path);
         free(p->fs[i].prov.file);
@@ -987,7 +988,9 @@ char *a3s_plan_canonical(const a3s_plan *p)
         oset(o, "secret_prefixes", canon_names(&p->secret_prefixes)) < 0 ||
         oset(o, "scan_skip", canon_names(&p->scan_skip)) < 0 ||
         oset(o, "env", canon_env(p)) < 0 || oset(o, "seccomp", seccomp_obj(&p->seccomp, false)) < 0 ||
-        oset(o, "limits", limits_obj(&p->limits)) < 0)
+        oset(o, "limits", limits_obj(&p->limits)) < 0 ||
+        /* Only when set, so that plans without it keep their digests. */
+        (p->allow_host_root && oset(o, "allow_host_root", json_true()) < 0))
         goto out;
     out = json_dumps(o, CANON_FLAGS);
 out:
@@ -1124,7 +1127,9 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
         oset(o, "name", jtext(p->name)) < 0 || oset(o, "source", jtext(p->source)) < 0 ||
         oset(o, "digest", json_string(digest)) < 0 ||
         oset(o, "network", jnetwork(p->network)) < 0 ||
-        oset(o, "network_from", jprov(&p->network_prov)) < 0 || oset(o, "fs", full_fs(p)) < 0 ||
+        oset(o, "network_from", jprov(&p->network_prov)) < 0 ||
+        oset(o, "allow_host_root", json_boolean(p->allow_host_root)) < 0 ||
+        oset(o, "fs", full_fs(p)) < 0 ||
         oset(o, "protect_dirs", full_names(&p->protect_dirs)) < 0 ||
         oset(o, "protect_files", full_names(&p->protect_files)) < 0 ||
         oset(o, "secret_prefixes", full_names(&p->secret_prefixes)) < 0 ||

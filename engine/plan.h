@@ -113,6 +113,10 @@ typedef struct a3s_plan {
     char *source;      /* policy file path (for messages), may be NULL */
     int network;       /* enum a3s_net_mode */
     a3s_prov network_prov;
+    /* Root callers: where the workspace cannot be idmapped, run the command as host uid 0
+     * instead of refusing (a broadening; in the digest when true). */
+    bool allow_host_root;
+    a3s_prov host_root_prov;
 
     a3s_fs_rule *fs;
     size_t nfs, capfs;

@@ -82,6 +82,8 @@ bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, siz
 {
     if (next->network != cur->network && next->network != A3S_NET_NONE)
         BROADENS("changes network from none");
+    if (next->allow_host_root && !cur->allow_host_root)
+        BROADENS("allows host root");
 
     /* Filesystem: new writable or read-only exposures broaden; losing a hide, tmpfs,
      * protection or mask broadens. */

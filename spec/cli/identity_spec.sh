@@ -81,6 +81,17 @@ if mount -t ramfs -o mode=0755 a3s-spec-ramfs "$ram" 2>/dev/null; then
   check "--allow-host-root: runs" eq "$RC" 0
   check "--allow-host-root: identity host-root" contains "$OUT" '"identity":"host-root"'
   check "--allow-host-root: a loud warning" contains "$ERR" "HOST ROOT"
+  # The same opt-in as a policy declaration: in the digest, and a broadening.
+  pol=$(tmpdir)
+  printf 'local plan = a3s.extend("baseline", "host-root-ok")\nplan:allow_host_root(true)\nreturn plan\n' \
+    >"$pol/host-root-ok.lua"
+  run_cli --json --policy "$pol/host-root-ok.lua" -w "$ram" -c 'id -u'
+  check "plan:allow_host_root(true): runs as host root" contains "$OUT" '"identity":"host-root"'
+  d_base=$("$A3S" digest -w "$ws" 2>/dev/null)
+  d_opt=$("$A3S" digest --policy "$pol/host-root-ok.lua" -w "$ws" 2>/dev/null)
+  check "plan:allow_host_root(true): changes the digest" test "$d_base" != "$d_opt"
+  run_cli plan --explain --policy "$pol/host-root-ok.lua" -w "$ws"
+  check "plan:allow_host_root(true): plan --explain says so" contains "$OUT" "HOST ROOT"
   umount "$ram"
 else
   fail "cannot mount a ramfs to test a workspace without idmapped mounts"

@@ -52,6 +52,22 @@ function TestUpdate:test_broadening_is_refused_and_nothing_changes()
   lu.assertTrue(r.timed_out, "still the tight policy")
 end
 
+function TestUpdate:test_allowing_host_root_is_a_broadening()
+  write(self.pol .. "/hostroot.lua", [[
+local plan = a3s.extend("baseline", "hostroot")
+plan:allow_host_root(true)
+return plan
+]])
+  local digest = self.sb:digest()
+  local ok, err = self.sb:replace_policy(self.pol .. "/hostroot.lua")
+  lu.assertNil(ok)
+  lu.assertStrContains(err, "allows host root")
+  lu.assertEquals(self.sb:digest(), digest)
+  ok, err = self.sb:replace_policy(self.pol .. "/hostroot.lua", { allow_broadening = true })
+  lu.assertTrue(ok, err)
+  lu.assertNotEquals(self.sb:digest(), digest, "the declaration is in the digest")
+end
+
 function TestUpdate:test_each_direction_needs_its_own_opt_in()
   local ok, err = self.sb:replace_policy(self.pol .. "/wider.lua")
   lu.assertNil(ok)
