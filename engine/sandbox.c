@@ -362,6 +362,13 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "temporary directory %s", tmp);
         goto fail;
     }
+    /* The scratch dir is made there and bound by path: never where commands write. */
+    if (a3s_path_within(sb->tmp, sb->workspace)) {
+        a3s_fail(err, A3S_ERR_INVALID,
+                 "the temporary directory %s lies inside the workspace %s: set TMPDIR "
+                 "elsewhere", sb->tmp, sb->workspace);
+        goto fail;
+    }
 
     /* Policy search path: explicit dirs, installed policies, the source tree's policies
      * (when running from a build tree), then $A3S_SANDBOX_POLICY_PATH. */
@@ -573,7 +580,7 @@ static int mapped_identity(a3s_sandbox *sb, prepared *pp, a3s_error *err)
     } else {
         a3s_fail(&e, A3S_ERR_SETUP, "%s", sb->rootid_error);
     }
-    if (sb->allow_host_root)
+    if (sb->allow_host_root || pp->plan->allow_host_root)
         return 0; /* reported as identity "host-root" */
     *err = e;
     return -1;
@@ -775,14 +782,20 @@ oom:
 /* What bwrap said before the command could start, for "never started" errors. */
 static void setup_reason(const a3s_outcome *o, char *buf, size_t n)
 {
+    static const char prefix[] = "a3s-sandbox: "; /* the setup step's own, said once */
+    const char *diag = o->setup_diag;
     size_t len = o->setup_diag_len;
-    while (len > 0 && (o->setup_diag[len - 1] == '\n' || o->setup_diag[len - 1] == '\r'))
+    if (len > sizeof prefix - 1 && !memcmp(diag, prefix, sizeof prefix - 1)) {
+        diag += sizeof prefix - 1;
+        len -= sizeof prefix - 1;
+    }
+    while (len > 0 && (diag[len - 1] == '\n' || diag[len - 1] == '\r'))
         len--;
     if (len == 0)
         snprintf(buf, n, "bubblewrap exited (status %d) without starting the command",
                  WIFEXITED(o->wait_status) ? WEXITSTATUS(o->wait_status) : 128 + WTERMSIG(o->wait_status));
     else
-        snprintf(buf, n, "%.*s", (int)len, o->setup_diag);
+        snprintf(buf, n, "%.*s", (int)len, diag);
 }
 
 /* The host-side mediator of a mediated run, in a process of its own (its threads never

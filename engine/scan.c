@@ -33,9 +33,10 @@
 
 /* Walk modes. */
 enum {
-    IN_PROTECTED = 1, /* below a protected top-level dir: secrets only, no hard links */
+    IN_PROTECTED = 1, /* below a protected dir: read-only, secrets and hard links masked */
     IN_MASKED = 2,    /* below a masked (secret) dir: already hidden, no rules */
     IN_STORE = 4,     /* package-store pass: only aliases of credential inodes */
+    IN_GITDIR = 8,    /* below a gitdir target: secrets only (objects are often linked) */
 };
 
 struct found {
@@ -82,6 +83,8 @@ struct scan {
     size_t nholds, capholds;
     struct level *levels; /* levels[d]: the directory at depth d being walked */
     size_t caplevels;
+    struct devino *walked; /* open-addressing set of the directories walked */
+    size_t nwalked, capwalked;
     struct devino *wanted; /* credential inodes with link count > 1 */
     size_t nwanted, capwanted;
     a3s_strv stores;  /* package stores, relative to the workspace */
@@ -219,10 +222,9 @@ static int add_rule(struct scan *s, enum a3s_fs_kind kind, const struct stat *st
     return push_found(s, &s->rules, &s->nrules, &s->caprules, kind, s->path, s->len, st);
 }
 
-/* Mask rules hold their ancestors: each directory between the workspace and the masked
- * entry becomes a mount point in the sandbox, so that no command can move the secret
- * (rename its directories) where a concurrent run's scan would miss it. */
-static int add_mask(struct scan *s, const struct stat *st, int64_t depth)
+/* Hold the directories between the workspace and the entry at `depth`: each becomes a
+ * mount point in the sandbox, so that no command can rename them. */
+static int hold_ancestors(struct scan *s, int64_t depth)
 {
     for (int64_t d = 1; d < depth; d++) {
         struct level *l = &s->levels[d];
@@ -234,7 +236,40 @@ static int add_mask(struct scan *s, const struct stat *st, int64_t depth)
             return -1;
         l->held = true;
     }
+    return 0;
+}
+
+/* Mask rules hold their ancestors, so that no command can move the secret where a
+ * concurrent run's scan would miss it. */
+static int add_mask(struct scan *s, const struct stat *st, int64_t depth)
+{
+    if (hold_ancestors(s, depth) < 0)
+        return -1;
     return add_rule(s, A3S_FS_MASK, st);
+}
+
+static int read_gitdir(struct scan *s, int dfd, const char *name, size_t dir_len);
+static int entry_stat(struct scan *s, int dfd, const char *name, struct stat *st);
+
+/* A `.git` below the top (a submodule's, a nested repository's): host git reads it when
+ * it recurses, so it is read-only like the top one, its directories are held, and a
+ * `.git` file's gitdir target is protected too. */
+static int nested_git(struct scan *s, int dfd, const char *name, unsigned char type,
+                      int64_t depth)
+{
+    struct stat st;
+    int r = entry_stat(s, dfd, name, &st);
+    if (r <= 0)
+        return r;
+    if (S_ISLNK(st.st_mode))
+        return a3s_fail(s->err, A3S_ERR_POLICY,
+                        "refusing a symbolic link at protected workspace path %s", s->path);
+    if (hold_ancestors(s, depth) < 0 || add_rule(s, A3S_FS_PROTECT, &st) < 0)
+        return -1;
+    (void)type;
+    if (S_ISREG(st.st_mode))
+        return read_gitdir(s, dfd, name, s->len - strlen(name) - 1);
+    return 0;
 }
 
 static int add_wanted(struct scan *s, const struct stat *st)
@@ -289,8 +324,52 @@ static int entry_stat(struct scan *s, int dfd, const char *name, struct stat *st
 
 static int walk_dir(struct scan *s, int fd, int64_t depth, unsigned flags);
 
-/* Record the directory open as fd as the one at `depth` (its path: s->path[0..len]). */
-static int set_level(struct scan *s, int64_t depth, int fd, size_t len)
+static size_t devino_hash(dev_t dev, ino_t ino, size_t cap)
+{
+    uint64_t h = ((uint64_t)ino * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)dev * 0xC2B2AE3D27D4EB4Full);
+    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+/* A directory walked twice means the tree was rearranged under the walk: two names
+ * exchanged between listing and opening can hide the other directory from it. Then the
+ * scan's picture is not the workspace's: refuse (1), rather than miss a secret. */
+static int walked_twice(struct scan *s, const struct stat *st)
+{
+    if (2 * (s->nwalked + 1) > s->capwalked) {
+        size_t cap = s->capwalked ? s->capwalked * 2 : 256;
+        struct devino *v = calloc(cap, sizeof *v);
+        if (!v)
+            return oom(s);
+        for (size_t i = 0; i < s->capwalked; i++) {
+            struct devino *e = &s->walked[i];
+            if (!e->ino && !e->dev)
+                continue;
+            size_t j = devino_hash(e->dev, e->ino, cap);
+            while (v[j].ino || v[j].dev)
+                j = (j + 1) & (cap - 1);
+            v[j] = *e;
+        }
+        free(s->walked);
+        s->walked = v;
+        s->capwalked = cap;
+    }
+    size_t j = devino_hash(st->st_dev, st->st_ino, s->capwalked);
+    while (s->walked[j].ino || s->walked[j].dev) {
+        if (s->walked[j].ino == st->st_ino && s->walked[j].dev == st->st_dev)
+            return a3s_fail(s->err, A3S_ERR_SETUP,
+                            "workspace scan: directory %s was met twice: the workspace changed "
+                            "during the scan (a concurrent run renaming directories?)",
+                            s->path);
+        j = (j + 1) & (s->capwalked - 1);
+    }
+    s->walked[j] = (struct devino){st->st_dev, st->st_ino};
+    s->nwalked++;
+    return 0;
+}
+
+/* Record the directory open as fd as the one at `depth` (its path: s->path[0..len]);
+ * `walk`: it is about to be walked (each directory is, at most once). */
+static int set_level(struct scan *s, int64_t depth, int fd, size_t len, bool walk)
 {
     if ((size_t)depth >= s->caplevels) {
         size_t cap = s->caplevels ? s->caplevels * 2 : 64;
@@ -305,6 +384,8 @@ static int set_level(struct scan *s, int64_t depth, int fd, size_t len)
     struct stat st;
     if (fstat(fd, &st) < 0)
         return io_fail(s, errno, "stat");
+    if (walk && walked_twice(s, &st) < 0)
+        return -1;
     s->levels[depth] = (struct level){st.st_dev, st.st_ino, len, false};
     return 0;
 }
@@ -318,7 +399,7 @@ static int descend(struct scan *s, int dfd, const char *name, int64_t depth, uns
         /* ENOTDIR/ELOOP: replaced by a file or a symlink while we looked: fail closed. */
         return io_fail(s, errno, "open directory");
     }
-    if (set_level(s, depth, fd, s->len) < 0) {
+    if (set_level(s, depth, fd, s->len, true) < 0) {
         close(fd);
         return -1;
     }
@@ -382,6 +463,10 @@ static int visit_entry(struct scan *s, int dfd, const char *name, unsigned char 
         return 0;
     }
 
+    if (depth > 1 && name_eq(name, ".git") && !(flags & (IN_MASKED | IN_GITDIR)) &&
+        (type == DT_DIR || type == DT_REG || type == DT_LNK))
+        return nested_git(s, dfd, name, type, depth);
+
     if (type == DT_DIR) {
         if (list_has(&s->p->scan_skip, name)) {
             /* Package stores are searched later, only if a credential has aliases. */
@@ -390,14 +475,16 @@ static int visit_entry(struct scan *s, int dfd, const char *name, unsigned char 
                 return oom(s);
             return 0;
         }
-        /* A gitdir target is a git directory like .git: protected, not walked. */
+        /* A gitdir target is a git directory like .git: protected, and walked for
+         * secrets only (whatever a .git file names must not hide them). */
         if (strv_has(&s->gitdirs, rel_path(s)))
-            return 0;
+            return descend(s, dfd, name, depth, flags | IN_PROTECTED | IN_GITDIR);
         return descend(s, dfd, name, depth, flags);
     }
 
-    /* Source-tree hard-link aliases (not inside protected dirs, which are read-only). */
-    if (type == DT_REG && !(flags & IN_PROTECTED)) {
+    /* Hard-link aliases of source files, also in protected dirs (read-only is not
+     * unreadable); git directories link their objects, so not there. */
+    if (type == DT_REG && !(flags & IN_GITDIR)) {
         if (!have_st && (r = entry_stat(s, dfd, name, &st)) <= 0)
             return r;
         if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
@@ -543,10 +630,12 @@ static int gitdir_walk(struct scan *s, const char *rel, const char *target)
 
 /* `.git` (any case) is a regular file: protect the directory its "gitdir: PATH" line
  * names when that lies inside the workspace (outside, everything is read-only). */
-static int read_gitdir(struct scan *s, const char *name)
+/* The `.git` file `name` in the directory open as dfd, whose path is s->path[0..dir_len]
+ * (the workspace itself for the top one). */
+static int read_gitdir(struct scan *s, int dfd, const char *name, size_t dir_len)
 {
     /* O_NONBLOCK: a FIFO swapped in cannot hang the scan; fstat rejects it below. */
-    int fd = openat(s->wsfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         if (errno == ENOENT)
             return 0;
@@ -589,24 +678,44 @@ static int read_gitdir(struct scan *s, const char *name)
         return 0;
 
     /* Where host git will look, walked by fd from the workspace so that what is
-     * protected is the very directory (and chain of directories) git will use. */
+     * protected is the very directory (and chain of directories) git will use. A
+     * relative target is relative to the directory of the .git file. */
     const char *rel = NULL;
-    char *real = NULL;
+    char *real = NULL, *joined = NULL;
     size_t wl = strlen(s->ws);
-    if (target[0] != '/')
-        rel = target;
-    else if (s->base == 0)
+    if (target[0] != '/') {
+        size_t dl = dir_len > s->base ? dir_len - s->base - 1 : 0; /* its dir, relative */
+        if (asprintf(&joined, "%.*s%s%s", (int)dl, s->path + s->base + 1, dl ? "/" : "",
+                     target) < 0)
+            return oom(s);
+        rel = joined;
+    } else if (s->base == 0) {
         rel = target + 1;
-    else if (strncmp(target, s->ws, wl) == 0 && (target[wl] == '/' || target[wl] == '\0'))
+    } else if (strncmp(target, s->ws, wl) == 0 && (target[wl] == '/' || target[wl] == '\0')) {
         rel = target + wl + (target[wl] == '/');
+    }
     int rc = rel ? gitdir_walk(s, rel, target) : 1;
     if (rc == 1) {
         /* Outside the workspace as written: everything there is read-only, unless a link
          * outside leads back in. */
-        if (!(real = realpath(target, NULL))) {
-            if (errno == ENOENT || errno == ENOTDIR)
+        char *abs = NULL;
+        if (target[0] == '/')
+            abs = strdup(target);
+        else if (asprintf(&abs, "%s/%s", s->ws, joined) < 0)
+            abs = NULL;
+        if (!abs) {
+            free(joined);
+            return oom(s);
+        }
+        real = realpath(abs, NULL);
+        int saved = errno;
+        free(abs);
+        errno = saved;
+        if (!real) {
+            free(joined);
+            if (saved == ENOENT || saved == ENOTDIR)
                 return 0;
-            return a3s_fail_errno(s->err, A3S_ERR_POLICY, errno,
+            return a3s_fail_errno(s->err, A3S_ERR_POLICY, saved,
                                   "workspace scan: cannot resolve git directory '%s' named by %s",
                                   target, s->path);
         }
@@ -617,6 +726,7 @@ static int read_gitdir(struct scan *s, const char *name)
             rc = 0;
     }
     free(real);
+    free(joined);
     return rc;
 }
 
@@ -738,8 +848,14 @@ static int scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
                 if (!strcmp(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
                     seen[j] = true;
             rc = add_rule(s, A3S_FS_PROTECT, &st);
-            if (rc == 0 && t->type == DT_REG && name_eq(t->name, ".git"))
-                rc = read_gitdir(s, t->name);
+            /* Host git reads ".git" only; a variant counts where the directory folds
+             * case (it then is the same entry as ".git"). */
+            struct stat cg;
+            if (rc == 0 && t->type == DT_REG && name_eq(t->name, ".git") &&
+                (!strcmp(t->name, ".git") ||
+                 (fstatat(s->wsfd, ".git", &cg, AT_SYMLINK_NOFOLLOW) == 0 &&
+                  cg.st_ino == st.st_ino && cg.st_dev == st.st_dev)))
+                rc = read_gitdir(s, s->wsfd, t->name, s->base);
         }
         path_pop(s, saved);
     }
@@ -781,7 +897,7 @@ static int open_store(struct scan *s, const char *rel, int64_t *ncomp)
         fd = nfd;
         n++;
         /* The store's own directories are ancestors of what the store pass masks. */
-        if (set_level(s, n, fd, s->base + (size_t)(c - copy) + strlen(c) + 1) < 0) {
+        if (set_level(s, n, fd, s->base + (size_t)(c - copy) + strlen(c) + 1, false) < 0) {
             close(fd);
             free(copy);
             return -1;
@@ -1001,6 +1117,7 @@ done:
         free(s.holds[i].path);
     free(s.holds);
     free(s.levels);
+    free(s.walked);
     free(s.wanted);
     a3s_strv_free(&s.stores);
     a3s_strv_free(&s.gitdirs);

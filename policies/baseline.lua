@@ -171,8 +171,12 @@ plan:protect_names{
   files = { ".gitmodules", ".mcp.json", ".ripgreprc", ".bashrc", ".bash_profile", ".zshrc",
             ".zprofile", ".profile" },
 }
--- Every `.env*` entry anywhere in the workspace is a secret ...
+-- Every `.env*` entry anywhere in the workspace is a secret, and so are the credential
+-- files that tools also read from subdirectories (a monorepo's per-package `.npmrc`) ...
 plan:secret_prefix(".env")
+for _, name in ipairs{ ".netrc", ".npmrc", ".pypirc", ".git-credentials" } do
+  plan:secret_prefix(name)
+end
 -- ... except inside these directories, which the scan does not enter for secrets or
 -- hard links (package stores are only searched for aliases of credential inodes).
 plan:scan_skip{ ".git", "node_modules", "target" }

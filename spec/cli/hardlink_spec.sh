@@ -92,4 +92,13 @@ run_cli -w "$pw" -c 'cat node_modules/ordinary'
 check "node_modules/ordinary (alias of an ordinary outside file): exit 0" eq "$RC" 0
 check "node_modules/ordinary: readable" eq "$OUT" "$ordinary"
 
+# --- a hard-linked credential inside a protected directory (read-only is not unreadable) --
+hw=$(tmpdir)
+hsec="linked-in-vscode-$(rnd)"
+mkdir -p "$hw/src" "$hw/.vscode"
+printf '%s' "$hsec" >"$hw/src/creds"
+ln "$hw/src/creds" "$hw/.vscode/alias"
+run_cli -w "$hw" -c 'cat .vscode/alias; cat src/creds'
+check "a hard link inside .vscode: not readable" not_contains "$(both)" "$hsec"
+
 finish

@@ -141,4 +141,13 @@ run_cli -w "$ws" -c "printf shadowed > '$tf' && cat '$tf'"
 check "host /tmp canary: writing the same path inside works on the private /tmp" eq "$OUT" "shadowed"
 check "host /tmp canary: the host file is unchanged" eq "$(cat "$tf")" "$tc"
 
+# --- credential files in subdirectories (a monorepo's per-package .npmrc) ----------------
+cs="npm-token-$(rnd)"
+mkdir -p "$ws/pkgs/a"
+for f in .npmrc .netrc .pypirc .git-credentials; do printf '%s %s\n' "$f" "$cs" >"$ws/pkgs/a/$f"; done
+run_cli -w "$ws" -c 'cd pkgs/a; cat .npmrc .netrc .pypirc .git-credentials'
+check "credential files in a subdirectory: none readable" not_contains "$(both)" "$cs"
+run_cli -w "$ws" -c 'printf x > pkgs/a/.npmrc'
+check "credential files in a subdirectory: not writable" eq "$(cat "$ws/pkgs/a/.npmrc")" ".npmrc $cs"
+
 finish

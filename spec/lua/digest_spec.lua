@@ -10,7 +10,7 @@ local function tmpdir() return H.tmpdir("digest") end
 H.require_sandbox()
 
 local VECTORS = {
-  baseline = "a57c0ee7f0c91694f655396a1938a5c54421ed21be8e799767c4b8fe807c0363",
+  baseline = "8525b171a14e8c36437c5454c71a717aa8097c4d0162ec581373970d08e9cff1",
 }
 
 local function digest(policy, ws)

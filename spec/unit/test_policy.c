@@ -405,7 +405,9 @@ static void test_baseline(void)
     ok(p->protect_files.n == 8 && has_name(&p->protect_files, ".mcp.json") &&
            has_name(&p->protect_files, ".profile"),
        "8 protected files");
-    ok(p->secret_prefixes.n == 1 && has_name(&p->secret_prefixes, ".env"), "secret prefix .env");
+    ok(p->secret_prefixes.n == 5 && has_name(&p->secret_prefixes, ".env") &&
+           has_name(&p->secret_prefixes, ".npmrc") && has_name(&p->secret_prefixes, ".git-credentials"),
+       "secret prefixes .env and the credential files tools read from subdirectories");
     ok(p->scan_skip.n == 3 && has_name(&p->scan_skip, "node_modules"), "scan skips");
 
     ok(p->env.keep.n == 54 && has_name(&p->env.keep, "PATH") && has_name(&p->env.keep, "LC_ALL"),

@@ -284,22 +284,35 @@ static void test_gitdir(void)
     ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with a .git file: %s", err.msg);
     ok(protected(p, ws, ".git"), "the .git file itself is protected");
     ok(protected(p, ws, "sub/gitdir"), "the gitdir target sub/gitdir is protected");
-    ok(rules_containing(p, "sub/gitdir/") == 0, "the git directory is not walked");
+    ok(rules_containing(p, "sub/gitdir/") == 1 && masked(p, ws, "sub/gitdir/.env.inside"),
+       "the git directory is walked for secrets only (its linked objects stay readable)");
     ok(!sv_has(&r.missing_dirs, ".git"), ".git is not missing");
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
 
-    /* Case variant, CRLF, absolute path: the target, its parent held. */
+    /* CRLF, absolute path: the target, its parent held. */
     new_dir(ws, "ws");
     mkdirs(ws, "real/wt");
     fmt_path(text, "gitdir:   %s/real/wt \r\n", ws);
-    put(ws, ".GIT", text);
+    put(ws, ".git", text);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with a .GIT file: %s", err.msg);
-    ok(protected(p, ws, ".GIT") && protected(p, ws, "real/wt"),
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with an absolute gitdir: %s", err.msg);
+    ok(protected(p, ws, ".git") && protected(p, ws, "real/wt"),
        "absolute gitdir inside the workspace: real/wt protected");
     ok(r.nholds == 1 && strstr(r.holds[0].path, "/real") && r.holds[0].dir,
        "its parent directory is held (%zu holds)", r.nholds);
+    a3s_scan_result_free(&r);
+    a3s_plan_free(p);
+
+    /* A variant (.GIT) is not read by host git here (the directory does not fold case):
+     * what it names is no git directory, and its secrets stay masked. */
+    new_dir(ws, "ws");
+    put(ws, "app/conf/.env", "s");
+    put(ws, ".GIT", "gitdir: app\n");
+    p = new_plan(ws);
+    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && !protected(p, ws, "app") &&
+           masked(p, ws, "app/conf/.env"),
+       "a .GIT variant naming a directory hides nothing: %s", err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
 
@@ -384,7 +397,8 @@ static void test_nested_secrets(void)
     ok(rules_containing(p, ".git/") == 0, ".git (also nested) is not searched");
     ok(rules_containing(p, "env.not") == 0, "a name merely containing env is not masked");
     ok(protected(p, ws, ".git") && protected(p, ws, ".a3s"), "top-level .git/.a3s protected");
-    ok(p->nfs == 7, "exactly seven rules (got %zu)", p->nfs);
+    ok(protected(p, ws, "sub/.git"), "a nested .git is protected too");
+    ok(p->nfs == 8, "exactly eight rules (got %zu)", p->nfs);
     bool sorted = true;
     for (size_t i = 1; i < p->nfs; i++)
         if (strcmp(p->fs[i - 1].path, p->fs[i].path) >= 0)
@@ -416,11 +430,13 @@ static void test_hardlinks(void)
 
     ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
     ok(masked(p, ws, "src/linked"), "source hard link src/linked (nlink 2) is masked");
-    ok(rules_containing(p, "linked") == 1,
-       "hard links in node_modules, target, .a3s, .git to an ordinary outside file are not "
-       "reported");
-    ok(protected(p, ws, ".git") && protected(p, ws, ".a3s") && p->nfs == 3,
-       "only the two protected dirs and src/linked have rules (%zu)", p->nfs);
+    ok(masked(p, ws, ".a3s/linked"), "a hard link in a protected dir is masked (read-only is "
+                                     "not unreadable)");
+    ok(masked(p, ws, "node_modules/linked") && masked(p, ws, "target/linked") &&
+           rules_containing(p, "linked") == 4,
+       "its aliases in node_modules and target are masked with it; not in .git");
+    ok(protected(p, ws, ".git") && protected(p, ws, ".a3s") && p->nfs == 6,
+       "only the two protected dirs and the four links have rules (%zu)", p->nfs);
     ok(rules_containing(p, "single") == 0 && rules_containing(p, "soft") == 0,
        "single-link files and symlinks are not masked");
     a3s_scan_result_free(&r);
