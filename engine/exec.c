@@ -3,13 +3,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +29,8 @@
 #endif
 
 #define READ_CHUNK 65536
+/* A background reader of a terminal retries this much later (see stdin_read). */
+#define TTY_BACKGROUND_RETRY_MS 100
 
 static int sys_pidfd_open(pid_t pid)
 {
@@ -55,8 +62,10 @@ static __attribute__((noreturn)) void child_fail(int err_fd, int stage)
 static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t parent, int in_fd,
                                                 int out_fd, int errout_fd, int err_fd)
 {
-    /* Own process group so the whole tree can be signalled at once. */
-    if (setpgid(0, 0) < 0)
+    /* Own session, hence own process group (the whole tree can be signalled at once) and
+     * no controlling terminal: nothing in the tree can open /dev/tty or be reached by the
+     * caller's terminal job control. */
+    if (setsid() < 0)
         child_fail(err_fd, 1);
     /* If the supervisor dies, the tree must die with it. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
@@ -132,7 +141,7 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
 static const char *stage_name(int stage)
 {
     switch (stage) {
-    case 1: return "setpgid";
+    case 1: return "setsid";
     case 2: return "prctl(PR_SET_PDEATHSIG)";
     case 3: return "sigprocmask";
     case 4: return "fcntl(F_DUPFD_CLOEXEC)";
@@ -187,6 +196,170 @@ static void kill_tree(pid_t pgid, int pidfd)
     }
 }
 
+/* ---- the command's stdin ------------------------------------------------------------ */
+
+typedef enum { STDIN_NULL, STDIN_DIRECT, STDIN_FORWARD } stdin_route;
+typedef enum { SRC_OTHER, SRC_TTY, SRC_SOCKET, SRC_FILE } src_kind;
+
+/* What the supervisor feeds into the command's stdin pipe: stdin_data, or what it reads
+ * from the caller's fd. */
+typedef struct stdin_feed {
+    int src; /* caller's fd to forward (not owned), -1: none or finished */
+    src_kind kind;
+    off_t pos;        /* SRC_FILE: private read offset, -1: plain read */
+    char *buf;        /* READ_CHUNK bytes for forwarding */
+    const char *pend; /* bytes not yet written into the pipe */
+    size_t left;
+    unsigned long long resume_ms; /* no read before this (background terminal) */
+} stdin_feed;
+
+/* Which caller fds the command may hold itself. Only a read-only pipe or FIFO: nothing
+ * can be done with one but reading it. Everything else would hand the command more than
+ * its input: a terminal (write to the caller's screen past the capture, ioctls such as
+ * stty on the caller's terminal), a socket or a writable fd (talk back), a device. Not
+ * even a read-only regular file: the command could reopen /proc/self/fd/0 for writing,
+ * which reaches the file through the host's mount, not the sandbox's. Those are read by
+ * the supervisor and forwarded through a fresh pipe instead. */
+static int route_stdin(int fd, stdin_route *route, src_kind *kind, a3s_error *err)
+{
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fstat(fd, &st) < 0)
+        return a3s_fail_errno(err, A3S_ERR_INVALID, errno, "spawn: stdin fd %d", fd);
+    *kind = SRC_OTHER;
+    if (S_ISFIFO(st.st_mode) && !(fl & O_PATH) && (fl & O_ACCMODE) == O_RDONLY)
+        *route = STDIN_DIRECT;
+    else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))
+        *route = STDIN_NULL; /* /dev/null: a fresh read-only one of ours does the same */
+    else if ((fl & O_PATH) || (fl & O_ACCMODE) == O_WRONLY)
+        *route = STDIN_NULL; /* nothing to read (and it would never poll readable) */
+    else
+        *route = STDIN_FORWARD;
+    if (isatty(fd))
+        *kind = SRC_TTY;
+    else if (S_ISSOCK(st.st_mode))
+        *kind = SRC_SOCKET;
+    else if (S_ISREG(st.st_mode))
+        *kind = SRC_FILE;
+    return 0;
+}
+
+/* One read from the caller's fd after poll reported it ready, without ever blocking the
+ * supervisor (its deadline must keep running) and without changing the fd's status
+ * flags, which the caller shares with other processes (a shell's terminal): so no
+ * O_NONBLOCK; each kind is read in a way that returns at once instead. Returns > 0
+ * bytes, 0 at EOF, -1 with errno (EAGAIN: nothing now, try again later). */
+static ssize_t stdin_read(stdin_feed *f, size_t cap)
+{
+    ssize_t r;
+    switch (f->kind) {
+    case SRC_SOCKET:
+        do
+            r = recv(f->src, f->buf, cap, MSG_DONTWAIT);
+        while (r < 0 && errno == EINTR);
+        return r;
+    case SRC_FILE:
+        /* A private offset: the caller's stays where it was, so a shell loop reading the
+         * same file (while read ...; do a3s-sandbox ...; done <list) is not eaten by our
+         * read-ahead. Regular files never block. */
+        if (f->pos >= 0) {
+            do
+                r = pread(f->src, f->buf, cap, f->pos);
+            while (r < 0 && errno == EINTR);
+            if (r > 0)
+                f->pos += r;
+            if (r >= 0 || errno != ESPIPE)
+                return r;
+            f->pos = -1;
+        }
+        return a3s_read_retry(f->src, f->buf, cap);
+    case SRC_TTY: {
+        /* Read no more than is queued (TIOCINQ): such a read returns at once in canonical
+         * and in raw mode. Readable with nothing queued is an EOF (^D) or a hangup, which
+         * a 1-byte read reports at once. */
+        int queued = 0;
+        if (ioctl(f->src, FIONREAD, &queued) < 0 || queued <= 0)
+            queued = 1;
+        if ((size_t)queued < cap)
+            cap = (size_t)queued;
+        /* A read from a background process group would stop the whole host process with
+         * SIGTTIN; with SIGTTIN blocked the kernel fails the read with EIO instead. */
+        sigset_t ttin, old;
+        sigemptyset(&ttin);
+        sigaddset(&ttin, SIGTTIN);
+        int e = pthread_sigmask(SIG_BLOCK, &ttin, &old);
+        if (e != 0) {
+            errno = e;
+            return -1;
+        }
+        r = a3s_read_retry(f->src, f->buf, cap);
+        int saved = errno;
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+        errno = saved;
+        if (r < 0 && saved == EIO) {
+            pid_t fg = tcgetpgrp(f->src);
+            if (fg > 0 && fg != getpgrp()) {
+                /* In the background: the input belongs to the foreground job. Wait
+                 * (bounded, polled) until we are brought back instead of reading. */
+                f->resume_ms = a3s_now_ms() + TTY_BACKGROUND_RETRY_MS;
+                errno = EAGAIN;
+            } else {
+                errno = saved;
+            }
+        }
+        return r;
+    }
+    default:
+        return a3s_read_retry(f->src, f->buf, cap);
+    }
+}
+
+/* Write into the command's stdin pipe without ever raising SIGPIPE in the host process
+ * when the command has closed its end: the host's disposition is not ours to change (the
+ * default kills). SIGPIPE is blocked in this thread around the write and one that the
+ * write generated is consumed (unless one was already pending before). A pipe rather than
+ * a socketpair with send(MSG_NOSIGNAL): the command's stdin stays the FIFO that any shell
+ * pipeline gives. Returns like write(2). */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    int e = pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    if (e != 0) {
+        errno = e;
+        return -1;
+    }
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    ssize_t w;
+    do
+        w = write(fd, buf, len);
+    while (w < 0 && errno == EINTR);
+    int saved = errno;
+    if (w < 0 && saved == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return w;
+}
+
+/* Write what is pending. Returns false when the pipe is finished (the command closed its
+ * end, or a hard error): the caller then closes it. */
+static bool feed_write(stdin_feed *f, int pipe_fd)
+{
+    while (f->left > 0) {
+        ssize_t w = write_nosigpipe(pipe_fd, f->pend, f->left);
+        if (w < 0)
+            return errno == EAGAIN;
+        f->pend += w;
+        f->left -= (size_t)w;
+    }
+    return true;
+}
+
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 {
     int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
@@ -196,6 +369,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     pid_t pid = -1;
     bool reaped = false;
     char *buf = NULL;
+    stdin_feed feed = {.src = -1, .pos = -1};
 
     memset(o, 0, sizeof *o);
     o->reported_exit = -1;
@@ -213,15 +387,30 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     }
     /* Larger pipes: fewer wakeups for chatty commands (best effort). */
     (void)fcntl(out_p[0], F_SETPIPE_SZ, 1 << 20);
-    int in_fd;
-    if (l->stdin_fd >= 0) {
+    int in_fd = -1;
+    stdin_route route = l->stdin_data ? STDIN_FORWARD : STDIN_NULL;
+    if (l->stdin_fd >= 0 && route_stdin(l->stdin_fd, &route, &feed.kind, err) < 0)
+        goto out;
+    if (route == STDIN_DIRECT) {
         in_fd = l->stdin_fd;
-    } else if (l->stdin_data) {
+    } else if (route == STDIN_FORWARD) {
         if (pipe2(in_p, O_CLOEXEC) < 0) {
             a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: pipe2");
             goto out;
         }
         in_fd = in_p[0];
+        if (l->stdin_fd >= 0) {
+            feed.src = l->stdin_fd;
+            if (!(feed.buf = malloc(READ_CHUNK))) {
+                a3s_fail(err, A3S_ERR_INTERNAL, "spawn: out of memory");
+                goto out;
+            }
+            if (feed.kind == SRC_FILE)
+                feed.pos = lseek(feed.src, 0, SEEK_CUR); /* -1: not seekable, plain reads */
+        } else {
+            feed.pend = l->stdin_data;
+            feed.left = l->stdin_len;
+        }
     } else {
         null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null_fd < 0) {
@@ -248,8 +437,9 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     keep_closed = true;
     close_keep(l);
 
-    /* Parent. Also set the group from this side: no window where a kill(-pid) misses. */
-    (void)setpgid(pid, pid);
+    /* Parent. The child's setsid() made its group; setting it from this side as well would
+     * make setsid() fail if we came first. Until the child has called it, the child is
+     * one process that kill_tree reaches through its pidfd. */
     close_fd(&out_p[1]);
     close_fd(&errp[1]);
     close_fd(&ep[1]);
@@ -291,9 +481,14 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         goto out;
     }
 
-    if (in_p[1] >= 0)
-        (void)fcntl(in_p[1], F_SETFL, O_NONBLOCK);
-    size_t in_off = 0;
+    /* Our own pipe, not shared with anyone: non-blocking writes are safe here. */
+    if (in_p[1] >= 0 && fcntl(in_p[1], F_SETFL, O_NONBLOCK) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: fcntl(O_NONBLOCK)");
+        kill_tree(pid, pidfd);
+        goto out;
+    }
+    if (in_p[1] >= 0 && feed.src < 0 && feed.left == 0)
+        close_fd(&in_p[1]); /* empty stdin_data: EOF at once */
     char status_buf[1024];
     size_t status_len = 0;
     char launch_buf[64];
@@ -303,9 +498,10 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     unsigned long long exit_ms = 0;
 
     for (;;) {
-        struct pollfd pf[8];
+        struct pollfd pf[10];
         int idx_out = -1, idx_err = -1, idx_pid = -1, idx_t = -1, idx_in = -1, idx_s = -1,
-            idx_st = -1, idx_c = -1, np = 0;
+            idx_st = -1, idx_c = -1, idx_src = -1, np = 0;
+        unsigned long long now_ms = a3s_now_ms();
         if (l->cancel_fd >= 0 && !killed) {
             idx_c = np;
             pf[np++] = (struct pollfd){l->cancel_fd, POLLIN, 0};
@@ -327,8 +523,17 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             pf[np++] = (struct pollfd){tfd, POLLIN, 0};
         }
         if (in_p[1] >= 0) {
+            /* Without pending bytes, events 0 still reports POLLERR once the command
+             * has closed its end: forwarding stops without a failed write. */
             idx_in = np;
-            pf[np++] = (struct pollfd){in_p[1], POLLOUT, 0};
+            pf[np++] = (struct pollfd){in_p[1], feed.left ? POLLOUT : 0, 0};
+        }
+        /* The caller's fd is read only when the last chunk is in the pipe: what the
+         * supervisor holds is bounded by one chunk. */
+        bool src_paused = feed.resume_ms > now_ms;
+        if (in_p[1] >= 0 && feed.src >= 0 && feed.left == 0 && !src_paused) {
+            idx_src = np;
+            pf[np++] = (struct pollfd){feed.src, POLLIN, 0};
         }
         if (started_fd >= 0) {
             idx_s = np;
@@ -344,10 +549,14 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
          * give the pipes a short bounded drain instead of waiting forever. */
         int wait_ms = -1;
         if (exited && killed) {
-            unsigned long long now = a3s_now_ms();
-            if (now - exit_ms >= 100)
+            if (now_ms - exit_ms >= 100)
                 break;
-            wait_ms = (int)(100 - (now - exit_ms));
+            wait_ms = (int)(100 - (now_ms - exit_ms));
+        }
+        if (in_p[1] >= 0 && feed.src >= 0 && src_paused) {
+            int pause_ms = (int)(feed.resume_ms - now_ms);
+            if (wait_ms < 0 || pause_ms < wait_ms)
+                wait_ms = pause_ms;
         }
         int pr = poll(pf, (nfds_t)np, wait_ms);
         if (pr < 0) {
@@ -422,12 +631,25 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                 status_fd = -1;
             }
         }
-        if (idx_in >= 0 && (pf[idx_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            ssize_t w = write(in_p[1], l->stdin_data + in_off, l->stdin_len - in_off);
-            if (w > 0)
-                in_off += (size_t)w;
-            if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off >= l->stdin_len)
+        if (idx_in >= 0 && (pf[idx_in].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+            close_fd(&in_p[1]); /* the command closed its stdin: stop forwarding */
+        } else if (idx_in >= 0 && (pf[idx_in].revents & POLLOUT)) {
+            if (!feed_write(&feed, in_p[1]) || (feed.left == 0 && feed.src < 0))
                 close_fd(&in_p[1]);
+        }
+        if (idx_src >= 0 && in_p[1] >= 0 && pf[idx_src].revents) {
+            ssize_t r = (pf[idx_src].revents & POLLNVAL) ? 0 : stdin_read(&feed, READ_CHUNK);
+            if (r > 0) {
+                feed.pend = feed.buf;
+                feed.left = (size_t)r;
+                if (!feed_write(&feed, in_p[1]))
+                    close_fd(&in_p[1]);
+            } else if (r == 0 || errno != EAGAIN) {
+                /* EOF, or the caller's fd failed (hangup, not readable): EOF for the
+                 * command too, once what is pending (nothing: see above) is written. */
+                feed.src = -1;
+                close_fd(&in_p[1]);
+            }
         }
         if (idx_c >= 0 && (pf[idx_c].revents & (POLLIN | POLLHUP | POLLERR))) {
             o->aborted = true;
@@ -453,6 +675,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             }
             reaped = true;
             exited = true;
+            /* Nobody is left to read the command's stdin: forward no more. */
+            close_fd(&in_p[1]);
             o->wait_status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8
                                                       : (si.si_status & 0x7f);
             /* Nothing of the tree may outlive the top process: kill the group now; the
@@ -486,6 +710,7 @@ out:
     close_fd(&pidfd);
     close_fd(&tfd);
     free(buf);
+    free(feed.buf);
     o->duration_ms = a3s_now_ms() - t0;
     if (rc < 0) {
         a3s_capture_free(o->cap);

@@ -1,6 +1,7 @@
-/* Spawn and supervise one process tree: own process group, all other fds closed, a poll
- * loop over stdout/stderr/pidfd/timerfd, the bounded capture, the deadline that kills the
- * whole tree, and the exit status. Knows nothing about bwrap or Lua. */
+/* Spawn and supervise one process tree: own session (no controlling terminal) and process
+ * group, all other fds closed, a poll loop over stdout/stderr/stdin/pidfd/timerfd, the
+ * bounded capture, the deadline that kills the whole tree, and the exit status. Knows
+ * nothing about bwrap or Lua. */
 #ifndef A3S_EXEC_H
 #define A3S_EXEC_H
 
@@ -25,7 +26,11 @@ typedef struct a3s_launch {
     const char *cwd;   /* NULL: inherit */
     a3s_fdmap keep[A3S_EXEC_MAX_KEEP];
     size_t nkeep;
-    int stdin_fd;           /* >= 0: becomes the child's stdin */
+    /* >= 0: the caller's stdin. Only a read-only pipe/FIFO is handed to the child; a
+     * terminal, socket, regular file, device or writable fd is read by the supervisor and
+     * forwarded through a fresh pipe (its flags, and a file's offset, are left unchanged);
+     * /dev/null and fds not open for reading become a fresh read-only /dev/null. */
+    int stdin_fd;
     const char *stdin_data; /* when stdin_fd < 0: fed through a pipe; NULL: /dev/null */
     size_t stdin_len;
     int started_fd; /* read end of the launcher's pipe ("S", then "X<status>\n"), or -1 */

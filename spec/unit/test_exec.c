@@ -1,12 +1,18 @@
 /* Unit tests of engine/exec.c on plain host processes (no sandbox): exit status, stream
  * identity, stdin, fd hygiene, rlimits, the deadline and the kill of the whole tree
- * (reference §6.12 process.rs tests). */
+ * (reference §6.12 process.rs tests), and which caller stdin fds the command may hold
+ * (only a read-only pipe; a terminal, socket, file or writable fd is forwarded). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pty.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +51,27 @@ static void sh(run *r, const char *script, int64_t timeout_ms, const char *stdin
     }
 }
 
+/* Like sh(), with the caller's fd as stdin. */
+static void sh_fd(run *r, const char *script, int stdin_fd)
+{
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)script, NULL};
+    a3s_launch l = {
+        .path = "/bin/sh", .argv = argv, .envp = empty_env, .cwd = dir, .stdin_fd = stdin_fd,
+        .started_fd = -1, .status_fd = -1, .timeout_ms = 10000, .output_budget = 102400,
+        .nofile = 256, .core_bytes = 0, .cancel_fd = -1,
+    };
+    a3s_error err = {0};
+    r->rc = a3s_exec_run(&l, &r->o, &err);
+    r->out = r->err = NULL;
+    if (r->rc == 0) {
+        size_t n;
+        a3s_capture_render(r->o.cap, 1, &r->out, &n, NULL, NULL);
+        a3s_capture_render(r->o.cap, 2, &r->err, &n, NULL, NULL);
+    } else {
+        printf("# exec error: %s\n", err.msg);
+    }
+}
+
 static void run_free(run *r)
 {
     a3s_capture_free(r->o.cap);
@@ -64,6 +91,23 @@ static void sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+}
+
+/* A writer process: after delay_ms, writes s to fd (the pty master), then exits. */
+static pid_t write_later(int fd, int delay_ms, const char *s)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        sleep_ms(delay_ms);
+        _exit(write(fd, s, strlen(s)) == (ssize_t)strlen(s) ? 0 : 1);
+    }
+    return pid;
+}
+
+static bool sigpipe_pending(void)
+{
+    sigset_t p;
+    return sigpending(&p) == 0 && sigismember(&p, SIGPIPE) == 1;
 }
 
 static int abort_after_first(void *ud, int stream, const char *d, size_t n, size_t h)
@@ -214,6 +258,172 @@ int main(void)
     close(cp[1]);
     sleep_ms(700);
     ok(!exists_in_dir("cancel-leak"), "cancelled tree never ran on");
+
+    /* ---- stdin: the command never holds the caller's terminal, socket, file ---------- */
+    /* A terminal: the command sees a pipe, what is typed arrives, ^D is its EOF, and the
+     * caller's terminal (settings, status flags) is left as it was. */
+    int master = -1, slave = -1;
+    if (openpty(&master, &slave, NULL, NULL, NULL) < 0) {
+        perror("openpty");
+        return 1;
+    }
+    struct termios tio_before, tio_after;
+    int fl_before = fcntl(slave, F_GETFL);
+    if (tcgetattr(slave, &tio_before) < 0 || write(master, "hello\n", 6) != 6)
+        return 1;
+    pid_t w1 = write_later(master, 300, "world\n");
+    pid_t w2 = write_later(master, 600, "\x04");
+    sh_fd(&r,
+          "if [ -t 0 ]; then echo tty; fi; if [ -p /dev/stdin ]; then echo fifo; fi; "
+          "if stty 2>/dev/null; then echo stty-works; fi; echo x >&0 || echo no-write; cat",
+          slave);
+    (void)waitpid(w1, NULL, 0);
+    (void)waitpid(w2, NULL, 0);
+    ok(r.rc == 0 && !r.o.timed_out, "tty stdin: ran, EOF (^D) ended cat before the deadline");
+    ok_streq(r.out, "fifo\nno-write\nhello\nworld\n",
+             "tty stdin: the command gets a pipe, and the typed lines through it");
+    ok(tcgetattr(slave, &tio_after) == 0 && memcmp(&tio_before, &tio_after, sizeof tio_before) == 0,
+       "tty stdin: terminal settings unchanged");
+    ok(fcntl(slave, F_GETFL) == fl_before, "tty stdin: the terminal's status flags unchanged");
+    run_free(&r);
+
+    /* Even when the caller has a controlling terminal, the tree does not: it runs in a
+     * session of its own, so /dev/tty cannot be opened (in a child that makes the pty
+     * its controlling terminal first). */
+    pid_t ct = fork();
+    if (ct == 0) {
+        if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0)
+            _exit(2);
+        /* Field 6 of /proc/PID/stat is the session id ("sh" has no space in it). */
+        sh_fd(&r,
+              "if (exec </dev/tty) 2>/dev/null; then echo ctty; else echo none; fi; "
+              "cut -d' ' -f6 /proc/$$/stat",
+              slave);
+        bool no_ctty = r.rc == 0 && r.out && strncmp(r.out, "none\n", 5) == 0;
+        bool own_session = no_ctty && atoi(r.out + 5) > 0 && atoi(r.out + 5) != (int)getpid();
+        _exit(no_ctty && own_session ? 0 : 1);
+    }
+    int cst = -1;
+    ok(ct > 0 && waitpid(ct, &cst, 0) == ct && WIFEXITED(cst) && WEXITSTATUS(cst) == 0,
+       "tty stdin: the command has no controlling terminal, in a session of its own");
+
+    /* The same for input that comes before the command reads: it waits in the pipe. */
+    if (write(master, "early\n\x04", 7) != 7)
+        return 1;
+    sh_fd(&r, "sleep 0.2; cat", slave);
+    ok_streq(r.out, "early\n", "tty stdin: input typed ahead is forwarded");
+    run_free(&r);
+    close(master);
+    close(slave);
+
+    /* A socket: readable through the pipe, but nothing written to fd 0 reaches the peer. */
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return 1;
+    if (write(sv[0], "via-socket", 10) != 10 || shutdown(sv[0], SHUT_WR) < 0)
+        return 1;
+    sh_fd(&r,
+          "echo leak >&0 2>/dev/null || echo no-write; if [ -S /dev/stdin ]; then echo sock; "
+          "fi; cat",
+          sv[1]);
+    char sbuf[64];
+    ssize_t got = recv(sv[0], sbuf, sizeof sbuf, MSG_DONTWAIT);
+    ok_streq(r.out, "no-write\nvia-socket", "socket stdin: forwarded, not writable, not a socket");
+    ok(got < 0 && errno == EAGAIN, "socket stdin: nothing came back to the peer");
+    run_free(&r);
+    close(sv[0]);
+    close(sv[1]);
+
+    /* A regular file opened read-only: forwarded (a reopen of /proc/self/fd/0 could write
+     * the file otherwise), and the caller's offset does not move. */
+    char fpath[256];
+    snprintf(fpath, sizeof fpath, "%s/stdin.txt", dir);
+    int wf = open(fpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (wf < 0 || write(wf, "skip|file-data\n", 15) != 15)
+        return 1;
+    close(wf);
+    int rf = open(fpath, O_RDONLY | O_CLOEXEC);
+    if (rf < 0 || lseek(rf, 5, SEEK_SET) != 5)
+        return 1;
+    sh_fd(&r, "if [ -p /dev/stdin ]; then echo fifo; fi; cat; echo pwned >/proc/self/fd/0", rf);
+    char fbuf[64] = {0};
+    ssize_t fn = pread(rf, fbuf, sizeof fbuf - 1, 0);
+    ok_streq(r.out, "fifo\nfile-data\n", "file stdin: read from the caller's offset, as a pipe");
+    ok(fn == 15 && strcmp(fbuf, "skip|file-data\n") == 0, "file stdin: the file is unchanged");
+    ok(lseek(rf, 0, SEEK_CUR) == 5, "file stdin: the caller's offset did not move");
+    run_free(&r);
+    close(rf);
+
+    /* A read-only pipe is the one fd the command may hold itself. */
+    int ip[2];
+    if (pipe2(ip, O_CLOEXEC) < 0 || write(ip[1], "piped", 5) != 5)
+        return 1;
+    close(ip[1]);
+    struct stat pst;
+    if (fstat(ip[0], &pst) < 0)
+        return 1;
+    char want[64];
+    snprintf(want, sizeof want, "%lu\npiped", (unsigned long)pst.st_ino);
+    sh_fd(&r, "stat -L -c %i /dev/stdin; cat", ip[0]);
+    ok_streq(r.out, want, "pipe stdin: passed directly (same pipe inode)");
+    run_free(&r);
+    close(ip[0]);
+
+    /* A pipe's write end as stdin is open for writing: never handed over. */
+    if (pipe2(ip, O_CLOEXEC) < 0)
+        return 1;
+    sh_fd(&r, "echo leak >&0 2>/dev/null || echo no-write; cat", ip[1]);
+    close(ip[1]);
+    char pbuf[16];
+    ssize_t pn = read(ip[0], pbuf, sizeof pbuf);
+    ok_streq(r.out, "no-write\n", "write-end stdin: not writable inside, reads as empty");
+    ok(!r.o.timed_out, "write-end stdin: EOF at once, not at the deadline");
+    ok(pn == 0, "write-end stdin: nothing reached the caller's pipe");
+    run_free(&r);
+    close(ip[0]);
+
+    /* /dev/null opened read-write becomes a fresh read-only /dev/null. */
+    int nf = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nf < 0)
+        return 1;
+    sh_fd(&r,
+          "echo x >&0 2>/dev/null || echo no-write; if [ -c /dev/stdin ]; then echo chr; fi; "
+          "cat",
+          nf);
+    ok_streq(r.out, "no-write\nchr\n", "/dev/null stdin: a read-only /dev/null");
+    run_free(&r);
+    close(nf);
+
+    /* A command that closes its stdin early: no SIGPIPE in the host process (default
+     * disposition here, so a raised SIGPIPE would kill this test), none left pending. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, old_pipe;
+    sigemptyset(&dfl.sa_mask);
+    if (sigaction(SIGPIPE, &dfl, &old_pipe) < 0)
+        return 1;
+    size_t big_len = 4u << 20;
+    char *big = malloc(big_len + 1);
+    if (!big)
+        return 1;
+    memset(big, 'z', big_len);
+    big[big_len] = '\0';
+    sh(&r, "exec 0<&-; sleep 0.2; echo closed", 10000, big);
+    ok_streq(r.out, "closed\n", "stdin_data: a command closing stdin early gets no more");
+    ok(!sigpipe_pending(), "stdin_data: no SIGPIPE raised or left pending");
+    run_free(&r);
+    int bf = open(fpath, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (bf < 0 || a3s_write_all(bf, big, big_len) < 0)
+        return 1;
+    close(bf);
+    bf = open(fpath, O_RDONLY | O_CLOEXEC);
+    if (bf < 0)
+        return 1;
+    sh_fd(&r, "head -c 10; exec 0<&-; sleep 0.2; echo closed", bf);
+    ok_streq(r.out, "zzzzzzzzzzclosed\n", "forwarded stdin: stops when the command closes it");
+    ok(!sigpipe_pending(), "forwarded stdin: no SIGPIPE raised or left pending");
+    run_free(&r);
+    close(bf);
+    free(big);
+    (void)sigaction(SIGPIPE, &old_pipe, NULL);
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
