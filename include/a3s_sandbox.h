@@ -70,7 +70,9 @@ typedef struct a3s_exec_request {
     const char *shell_command; /* `bash -c` form, or NULL; exactly one of the two */
     int64_t timeout_ms;        /* < 0: the policy ceiling; 0 is refused */
     const char *const *env;    /* explicit "NAME=VALUE" entries, NULL-terminated, or NULL */
-    int stdin_fd;              /* >= 0: forwarded to the command; < 0: see stdin_data */
+    int stdin_fd;              /* >= 0: the command's input: a read-only pipe is passed on,
+                                  anything else (a terminal, socket, file, device) is
+                                  copied through a fresh pipe; < 0: see stdin_data */
     const char *stdin_data;    /* used when stdin_fd < 0; NULL: /dev/null */
     size_t stdin_len;
     a3s_output_fn on_output;

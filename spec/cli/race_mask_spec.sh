@@ -66,8 +66,8 @@ phase() {
   # Now the secret, from the host, in the directory marked "sub" (whatever its name is
   # at this moment); written under another name and renamed, so it appears whole.
   # (cd first: the working directory then stays that directory through every exchange)
-  (for d in sub sub2 sub sub2; do
-    cd "$W/$d" 2>/dev/null || continue
+  (for d in $(seq 1 200); do
+    cd "$W/sub" 2>/dev/null || continue
     if [ "$(cat who)" = sub ]; then
       printf '%s' "$secret" >.env.tmp && mv .env.tmp .env && exit 0
     fi

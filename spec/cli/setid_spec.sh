@@ -119,4 +119,13 @@ if have python3; then
 fi
 check "finally: no set-id entry in the workspace" eq "$(setid_in_ws)" ""
 
+# --- the workspace root's mode is restored (a 0777 workspace lets anyone plant files) ----
+chmod 0750 "$ws"
+run_cli -w "$ws" -c 'chmod 0777 . && stat -c %a .'
+check "chmod 0777 of the workspace root: it took effect inside" eq "$OUT" 777
+check "chmod 0777 of the workspace root: restored on the host afterwards" \
+  eq "$(mode_of "$ws")" 750
+run_cli -w "$ws" -t 1 -c 'chmod 0777 .; sleep 30'
+check "chmod 0777, then killed by the deadline: still restored" eq "$(mode_of "$ws")" 750
+
 finish
