@@ -12,7 +12,7 @@
 #include "a3s_sandbox.h"
 #include "capture.h"
 
-#define A3S_EXEC_MAX_KEEP 9
+#define A3S_EXEC_MAX_KEEP 12
 
 typedef struct a3s_fdmap {
     int fd;     /* parent's fd */

@@ -1194,6 +1194,48 @@ static void admit(med_ctx *ctx, int fd, const pthread_attr_t *attr)
     }
 }
 
+/* One connection handed over by the relay: the fd of a TCP stream socket (anything else
+ * is closed: -2), or -1 with errno. */
+static int channel_take(int chan)
+{
+    char kind;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = &kind, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    ssize_t got = recvmsg(chan, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (got < 0)
+        return -1;
+    int fd = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (got == 0 && fd < 0) {
+        errno = EPIPE; /* the relay closed its end */
+        return -1;
+    }
+    int domain = 0, type = 0;
+    socklen_t dl = sizeof domain, tl = sizeof type;
+    if (fd < 0 || (m.msg_flags & MSG_CTRUNC) ||
+        getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+        (domain != AF_INET && domain != AF_INET6) || type != SOCK_STREAM) {
+        if (fd >= 0)
+            close(fd);
+        return -2;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
+        close(fd);
+        return -2;
+    }
+    return fd;
+}
+
 int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
                        int denial_fd, const a3s_mediator_opts *opts)
 {
@@ -1260,9 +1302,25 @@ int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
         }
         if (p[1].revents & (POLLERR | POLLNVAL))
             break;
+        bool chan = opts && opts->channel;
+        if (chan && (p[1].revents & POLLHUP) && !(p[1].revents & POLLIN)) {
+            /* The relay is gone (its end closed): nothing more will come; the
+             * connections already handed over are served until the stop. */
+            (void)poll(p, 1, -1);
+            rc = 0;
+            break;
+        }
         if (!(p[1].revents & POLLIN))
             continue;
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = chan ? channel_take(listen_fd)
+                      : accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd == -2)
+            continue; /* a message without a usable connection: dropped */
+        if (fd < 0 && chan && errno == EPIPE) {
+            (void)poll(p, 1, -1);
+            rc = 0;
+            break;
+        }
         if (fd < 0) {
             int e = errno;
             if (e == EINTR || e == EAGAIN || e == EWOULDBLOCK || e == ECONNABORTED || e == EPROTO)

@@ -70,10 +70,14 @@ typedef struct a3s_mediator_opts {
     int connect_timeout_ms; /* default 10000 */
     int idle_timeout_ms;    /* default 60000; a connection silent that long is closed */
     int max_connections;    /* default 128; more are refused at once */
+    /* listen_fd is a connected AF_UNIX socket over which the relay hands over each
+     * accepted TCP connection as an fd (SCM_RIGHTS, one per message), instead of a
+     * listening socket: nothing in the sandbox then names a socket path. */
+    bool channel;
 } a3s_mediator_opts;
 
 /* Serve until stop_fd becomes readable (or hangs up): accept on listen_fd (a listening
- * AF_UNIX socket), one thread per connection. Every refusal is one JSON line written to
+ * AF_UNIX socket, or the relay's channel, see opts), one thread per connection. Every refusal is one JSON line written to
  * denial_fd: {"kind":"network","protocol":"http-connect|http|socks5","target":"host:port",
  * "reason":"not granted|internal address|malformed request|too many connections|...",
  * "decision":"deny"}. Returns 0 when stopped, -1 on a setup error. Meant to run in a

@@ -362,11 +362,15 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "temporary directory %s", tmp);
         goto fail;
     }
-    /* The scratch dir is made there and bound by path: never where commands write. */
-    if (a3s_path_within(sb->tmp, sb->workspace)) {
+    /* The scratch dir is made there and bound by path, and the state records (pins,
+     * scratch owners) that later runs act on live in the state root: never where
+     * commands write. */
+    const char *state_root = a3s_stale_root(sb->tmp);
+    if (a3s_path_within(sb->tmp, sb->workspace) || a3s_path_within(state_root, sb->workspace)) {
         a3s_fail(err, A3S_ERR_INVALID,
-                 "the temporary directory %s lies inside the workspace %s: set TMPDIR "
-                 "elsewhere", sb->tmp, sb->workspace);
+                 "the workspace %s contains the temporary directory %s or the sandbox's state "
+                 "directory in %s: choose a workspace below them, or set TMPDIR elsewhere",
+                 sb->workspace, sb->tmp, state_root);
         goto fail;
     }
 
@@ -477,7 +481,7 @@ typedef struct prepared {
     a3s_strv args; /* bwrap options, passed with --args */
     a3s_strv cmd;  /* "--", bash, -c, ... on bwrap's real argv */
     char digest[65];
-    char *mediator_sock; /* mediated runs (grants): the Unix socket in the scratch dir */
+    bool mediated; /* grants: the relay runs first, the mediator outside */
 } prepared;
 
 /* Mediated runs: the command reaches the relay's loopback proxies; whatever the policy
@@ -532,8 +536,6 @@ static void prepared_free(prepared *pp)
     a3s_strv_free(&pp->env);
     a3s_strv_free(&pp->args);
     a3s_strv_free(&pp->cmd);
-    free(pp->mediator_sock);
-    pp->mediator_sock = NULL;
     remove_scratch(pp->scratch);
     free(pp->scratch);
     pp->scratch = NULL;
@@ -652,13 +654,12 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
                      "found (set A3S_SANDBOX_RELAY)");
             goto fail;
         }
-        if (asprintf(&pp->mediator_sock, "%s/.a3s-mediator.sock", pp->scratch) < 0 ||
-            set_proxy_env(&pp->env) < 0) {
+        pp->mediated = true;
+        if (set_proxy_env(&pp->env) < 0) {
             a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
             goto fail;
         }
         cmd.relay = sb->relay;
-        cmd.mediator_sock = pp->mediator_sock;
     }
     if (req && req->argv)
         cmd.argv = (char *const *)req->argv;
@@ -806,20 +807,22 @@ typedef struct mediator_proc {
     int denials; /* memfd the mediator writes its refusals to (not visible inside) */
 } mediator_proc;
 
-static int start_mediator(a3s_sandbox *sb, const char *path, mediator_proc *m, a3s_error *err)
+/* The relay hands connections over a socketpair made here (channel mode, mediator.h):
+ * *relay_end is the relay's end, to be passed into the sandbox. */
+static int start_mediator(a3s_sandbox *sb, int *relay_end, mediator_proc *m, a3s_error *err)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
-        return a3s_fail(err, A3S_ERR_SETUP, "mediator socket path too long: %s", path);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int chan[2] = {-1, -1};
     int stop[2] = {-1, -1};
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 256) < 0 ||
-        pipe2(stop, O_CLOEXEC) < 0 ||
+    int lfd = -1;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chan) == 0)
+        lfd = chan[0];
+    if (lfd < 0 || pipe2(stop, O_CLOEXEC) < 0 ||
         (m->denials = memfd_create("a3s-mediator-denials", MFD_CLOEXEC)) < 0) {
         int e = errno;
-        if (lfd >= 0)
-            close(lfd);
+        if (lfd >= 0) {
+            close(chan[0]);
+            close(chan[1]);
+        }
         if (stop[0] >= 0) {
             close(stop[0]);
             close(stop[1]);
@@ -830,7 +833,8 @@ static int start_mediator(a3s_sandbox *sb, const char *path, mediator_proc *m, a
     m->pid = fork();
     if (m->pid < 0) {
         int e = errno;
-        close(lfd);
+        close(chan[0]);
+        close(chan[1]);
         close(stop[0]);
         close(stop[1]);
         return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot start the network mediator");
@@ -840,13 +844,34 @@ static int start_mediator(a3s_sandbox *sb, const char *path, mediator_proc *m, a
         if (getppid() != parent)
             _exit(1);
         close(stop[1]);
+        close(chan[1]);
         signal(SIGPIPE, SIG_IGN);
-        _exit(a3s_mediator_serve(lfd, stop[0], sb->grants, sb->ngrants, m->denials, NULL) < 0);
+        a3s_mediator_opts mo = {.channel = true};
+        _exit(a3s_mediator_serve(lfd, stop[0], sb->grants, sb->ngrants, m->denials, &mo) < 0);
     }
     close(lfd);
     close(stop[0]);
     m->stop_w = stop[1];
+    *relay_end = chan[1];
     return 0;
+}
+
+/* The filter of a mediated run: the plan's, with the socket families AF_INET and
+ * AF_INET6 only (AF_UNIX removed whatever the policy said). */
+static int export_mediated_filter(const a3s_seccomp_plan *sp, a3s_error *err)
+{
+    int fams[64];
+    size_t n = 0;
+    for (size_t i = 0; i < sp->nsocket_allow && n < 62; i++)
+        if (sp->socket_allow[i] != AF_UNIX && sp->socket_allow[i] != AF_INET &&
+            sp->socket_allow[i] != AF_INET6)
+            fams[n++] = sp->socket_allow[i];
+    fams[n++] = AF_INET;
+    fams[n++] = AF_INET6;
+    a3s_seccomp_plan copy = *sp;
+    copy.socket_allow = fams;
+    copy.nsocket_allow = copy.capsocket_allow = n;
+    return a3s_seccomp_export(&copy, err);
 }
 
 /* Stop the mediator, reap it, and return its denial records (malloc'd text, may be
@@ -881,15 +906,6 @@ static char *stop_mediator(mediator_proc *m)
     return text;
 }
 
-static void restore_ws_mode(const a3s_sandbox *sb, const struct stat *before)
-{
-    struct stat now;
-    if (fstat(sb->ws_fd, &now) == 0 && (now.st_mode & 07777) != (before->st_mode & 07777) &&
-        fchmod(sb->ws_fd, before->st_mode & 07777) < 0) {
-        /* best effort: the fd is ours; a failure here leaves the mode the command set */
-    }
-}
-
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
                      a3s_error *err)
 {
@@ -918,10 +934,10 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         return err ? err->code : A3S_ERR_SETUP;
     }
     a3s_audit_emit(au, "compile", "allow", "policy-allow", "enforced-policy", NULL);
-    /* The workspace root's mode, restored after the run if the command changed it (a
-     * 0777 workspace would let any local user plant files in it). */
-    struct stat ws_before;
-    bool ws_mode_known = fstat(sb->ws_fd, &ws_before) == 0;
+    /* The workspace root's mode and ACLs, restored after the run if the command changed
+     * them (a 0777 workspace would let any local user plant files in it). */
+    a3s_ws_attrs ws_before;
+    a3s_ws_attrs_save(sb->ws_fd, &ws_before);
     a3s_audit_emit(au, "network", "deny", "network-deny-all",
                    sb->ngrants ? "<network-except-mediator>" : "<network>", NULL);
     for (size_t i = 0; i < sb->ngrants; i++) {
@@ -931,7 +947,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     }
 
     int rc = A3S_ERR_SETUP;
-    int cmd_filter_fd = -1;
+    int cmd_filter_fd = -1, channel_fd = -1;
     mediator_proc med = {-1, -1, -1};
     a3s_cgroup *cg = NULL;
     a3s_cgroup_events ev = {0};
@@ -1008,23 +1024,15 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
             goto out;
         o.started = true;
     } else {
-        if (pp.mediator_sock) {
-            /* Mediated: bwrap's filter lets the relay open its TCP listeners and its Unix
-             * connections to the mediator; the relay runs the command under a second
-             * filter that allows AF_INET/AF_INET6 only (filters stack, the stricter wins). */
-            a3s_seccomp_plan *sp = &pp.plan->seccomp;
-            size_t n0 = sp->nsocket_allow;
-            if (a3s_plan_seccomp_allow_family(pp.plan, AF_INET, err) < 0 ||
-                a3s_plan_seccomp_allow_family(pp.plan, AF_INET6, err) < 0 ||
-                a3s_plan_seccomp_allow_family(pp.plan, AF_UNIX, err) < 0 ||
-                (seccomp_fd = a3s_seccomp_export(sp, err)) < 0)
-                goto out;
-            sp->nsocket_allow = n0;
-            if (a3s_plan_seccomp_allow_family(pp.plan, AF_INET, err) < 0 ||
-                a3s_plan_seccomp_allow_family(pp.plan, AF_INET6, err) < 0 ||
-                (cmd_filter_fd = a3s_seccomp_export(sp, err)) < 0)
-                goto out;
-            if (start_mediator(sb, pp.mediator_sock, &med, err) < 0)
+        if (pp.mediated) {
+            /* Mediated: the relay and the command may open TCP sockets (to the relay's
+             * loopback proxies) and nothing else: AF_UNIX never, even when the policy
+             * allows it, since a Unix socket could reach the host past the mediator. The
+             * relay talks to the mediator only over the channel made before the sandbox.
+             * The plan stays as validated: the filter is exported from a copy. */
+            if ((seccomp_fd = export_mediated_filter(&pp.plan->seccomp, err)) < 0 ||
+                (cmd_filter_fd = export_mediated_filter(&pp.plan->seccomp, err)) < 0 ||
+                start_mediator(sb, &channel_fd, &med, err) < 0)
                 goto out;
         } else if ((seccomp_fd = a3s_seccomp_export(&pp.plan->seccomp, err)) < 0) {
             goto out;
@@ -1058,6 +1066,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         l.nkeep = 5;
         if (cmd_filter_fd >= 0)
             l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER};
+        if (channel_fd >= 0)
+            l.keep[l.nkeep++] = (a3s_fdmap){channel_fd, A3S_FD_MEDIATOR};
         if (pp.mapped) {
             /* a3s_exec_run consumes these too; the rootid namespace is the sandbox's. */
             int uns = fcntl(sb->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0);
@@ -1074,6 +1084,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         l.status_fd = status[0];
         /* a3s_exec_run consumes the keep fds. */
         started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = setup_fd = -1;
+        channel_fd = -1;
         if (a3s_exec_run(&l, &o, err) < 0)
             goto out;
         if (!o.started && !o.timed_out && !o.aborted) {
@@ -1106,11 +1117,12 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_audit_emit(au, "quota", "deny", "quota-hit", "<quota:processes>", NULL);
     rc = A3S_OK;
 out:
-    if (ws_mode_known)
-        restore_ws_mode(sb, &ws_before);
+    a3s_ws_attrs_restore(sb->ws_fd, &ws_before);
     free(stop_mediator(&med));
     if (cmd_filter_fd >= 0)
         close(cmd_filter_fd);
+    if (channel_fd >= 0)
+        close(channel_fd);
     if (cg && a3s_cgroup_destroy(cg) < 0 && rc == A3S_OK) {
         /* the tree is gone; a directory that would not go is left for the sweep */
     }

@@ -1,16 +1,18 @@
 /* a3s-sandbox-relay: the first program inside a mediated sandbox (SPEC §6).
  *
- *   a3s-sandbox-relay --unix PATH [--http HOST:PORT] [--socks HOST:PORT] --filter-fd N
+ *   a3s-sandbox-relay --channel-fd C [--http HOST:PORT] [--socks HOST:PORT] --filter-fd N
  *                     -- PROGRAM [ARG...]
  *
  * It listens on the two loopback proxy ports of the sandbox's private network namespace
- * and relays every accepted TCP connection, byte for byte, to a fresh connection on the
- * host mediator's Unix socket (the mediator tells HTTP from SOCKS by the first byte). Then
- * it starts PROGRAM (the launcher) as its child under a stricter seccomp filter read from
- * fd N, which takes AF_UNIX away from the command: only the relay, which is not under
- * that filter, ever talks to the mediator. fds 3 and 4 (the launcher's supervisor pipe
- * and bwrap's status pipe) pass to the child untouched; the relay drops its own copies.
- * The relay exits with the child's status (128+N for a signal), closing everything.
+ * and hands every accepted TCP connection, as a file descriptor (SCM_RIGHTS), to the host
+ * mediator over fd C: a connected AF_UNIX socket made before the sandbox started. So no
+ * path is ever looked up after the command starts, the relay opens no AF_UNIX socket, and
+ * the mediator reads and answers the command's connection itself. Then it starts PROGRAM
+ * (the launcher) as its child under a seccomp filter read from fd N. The relay is not
+ * dumpable: the command, which runs as the same user, cannot ptrace it or take its fds.
+ * fds 3 and 4 (the launcher's supervisor pipe and bwrap's status pipe) pass to the child
+ * untouched; the relay drops its own copies. The relay exits with the child's status
+ * (128+N for a signal), closing everything.
  *
  * Any setup failure: a message on stderr and exit 125, before the command runs.
  * Built static: it starts fast and depends on nothing in the sandbox. */
@@ -29,10 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,50 +46,25 @@
 #define FD_BWRAP_STATUS 4
 #define DEFAULT_HTTP "127.0.0.1:24731"
 #define DEFAULT_SOCKS "127.0.0.1:24732"
-#define MAX_CONNS 256
-#define BUF_SIZE 16384
-/* fds kept free for the listeners, the pidfd, stdio and the odd accept in flight */
-#define FD_RESERVE 32
 /* after EMFILE and friends the listeners rest one round this long, instead of spinning */
 #define ACCEPT_PAUSE_MS 100
 #define ACCEPT_BATCH 64
 
-/* One direction of a connection: bytes read from src, waiting to be written to dst.
- * eof: src ended (EOF or error); shut: dst got shutdown(SHUT_WR) or is unusable;
- * dead: dst refused a write, so what src still sends is read and dropped. */
-typedef struct half {
-    size_t off, len;
-    int eof, shut, dead;
-    char data[BUF_SIZE];
-} half;
-
-typedef struct conn {
-    int tcp, ux;
-    int connecting; /* the Unix connect is still in progress */
-    half up;        /* tcp -> unix */
-    half down;      /* unix -> tcp */
-} conn;
-
 typedef struct relay {
     int listen[2];
+    int channel;
     int pidfd;
     pid_t child;
-    struct sockaddr_un mediator;
-    socklen_t mediator_len;
-    size_t cap;
-    size_t n;
-    conn *c[MAX_CONNS];
-    struct pollfd pfd[3 + 2 * MAX_CONNS];
 } relay;
 
 static void usage(FILE *f)
 {
-    fputs("usage: " PROG " --unix PATH [--http HOST:PORT] [--socks HOST:PORT]\n"
+    fputs("usage: " PROG " --channel-fd C [--http HOST:PORT] [--socks HOST:PORT]\n"
           "                         --filter-fd N -- PROGRAM [ARG...]\n"
           "\n"
           "Listens on HOST:PORT (IPv4 loopback; defaults --http " DEFAULT_HTTP
           ", --socks " DEFAULT_SOCKS ")\n"
-          "and relays each TCP connection to a fresh connection on the Unix socket PATH.\n"
+          "and hands each accepted TCP connection to the mediator over the socket on fd C.\n"
           "PROGRAM runs as a child under the seccomp BPF program read from fd N;\n"
           "the relay exits with its status (128+N when killed by signal N).\n",
           f);
@@ -194,117 +169,32 @@ static int read_filter(int fd, struct sock_filter **out, unsigned short *len)
     return 0;
 }
 
-/* How many connections fit the fd limit: two fds each, a reserve kept aside. */
-static size_t conn_cap(void)
+/* Hand one accepted connection to the mediator: one byte naming the port ('H' HTTP,
+ * 'S' SOCKS) with the fd attached. A mediator that cannot take it now (gone, or its
+ * queue full) means the client is dropped, never served some other way. */
+static void hand_over(int channel, int fd, char kind)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-        return MAX_CONNS;
-    if (rl.rlim_cur <= FD_RESERVE + 2)
-        return 1;
-    rlim_t cap = (rl.rlim_cur - FD_RESERVE) / 2;
-    return cap < MAX_CONNS ? (size_t)cap : MAX_CONNS;
-}
-
-static void conn_close(conn *c)
-{
-    (void)close(c->tcp);
-    (void)close(c->ux);
-    free(c);
-}
-
-/* Move what can move in one direction: one read from src (when there is room), one
- * write to dst (when there is data), and the half-close once src ended and everything
- * was delivered. A read error ends src like EOF does: what was read still goes out (a
- * Unix peer that closes with unread input makes us read ECONNRESET right after its last
- * reply). A failed write kills only this direction, and src is then drained and dropped:
- * a mediator that refuses and closes while the client still sends a body has queued its
- * reply the other way, and a client that sends everything before reading must get it. */
-static void pump(int src, int dst, half *h, int *progress)
-{
-    if (!h->eof) {
-        if (h->off + h->len == BUF_SIZE && h->off > 0) {
-            memmove(h->data, h->data + h->off, h->len);
-            h->off = 0;
-        }
-        size_t room = BUF_SIZE - h->off - h->len;
-        if (room > 0) {
-            ssize_t r = recv(src, h->data + h->off + h->len, room, MSG_DONTWAIT);
-            if (r > 0) {
-                if (!h->dead)
-                    h->len += (size_t)r;
-                *progress = 1;
-            } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                h->eof = 1;
-                *progress = 1;
-            }
-        }
-    }
-    if (h->len > 0) {
-        ssize_t w = send(dst, h->data + h->off, h->len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w > 0) {
-            h->off += (size_t)w;
-            h->len -= (size_t)w;
-            if (h->len == 0)
-                h->off = 0;
-            *progress = 1;
-        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            h->dead = h->shut = 1;
-            h->off = h->len = 0;
-            *progress = 1;
-        }
-    }
-    if (h->eof && h->len == 0 && !h->shut) {
-        /* dst may be gone entirely already; the other direction finds out. */
-        (void)shutdown(dst, SHUT_WR);
-        h->shut = 1;
-        *progress = 1;
-    }
-}
-
-static int finished(const half *h)
-{
-    return h->eof && h->len == 0 && h->shut;
-}
-
-/* Service one connection after poll; returns 1 when it is over (to be closed). */
-static int conn_service(conn *c, short tre, short ure)
-{
-    const short bad = POLLERR | POLLHUP | POLLNVAL;
-    if (c->connecting) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (getsockopt(c->ux, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
-            return 1; /* the mediator is not there: drop the client */
-        if (!(ure & POLLOUT))
-            return (ure & bad) ? 1 : 0;
-        c->connecting = 0;
-    }
-    int progress = 0;
-    pump(c->tcp, c->ux, &c->up, &progress);
-    pump(c->ux, c->tcp, &c->down, &progress);
-    if (finished(&c->up) && finished(&c->down))
-        return 1;
-    /* A hang-up or error that moved nothing would be reported again at once: end the
-     * connection rather than spin. */
-    if (!progress && ((tre | ure) & bad))
-        return 1;
-    return 0;
-}
-
-static short interest(const half *in, const half *out)
-{
-    short ev = 0;
-    if (!in->eof && in->len < BUF_SIZE)
-        ev |= POLLIN;
-    if (out->len > 0)
-        ev |= POLLOUT;
-    return ev;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct iovec iov = {.iov_base = &kind, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    while (sendmsg(channel, &m, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
+        ;
+    (void)close(fd);
 }
 
 /* Accept what is pending on one listener. Returns 1 when accepting must pause (out of
  * fds or memory), 0 otherwise. */
-static int accept_some(relay *r, int lfd)
+static int accept_some(relay *r, int lfd, char kind)
 {
     for (int k = 0; k < ACCEPT_BATCH; k++) {
         int t = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -315,49 +205,21 @@ static int accept_some(relay *r, int lfd)
                 return 0;
             return 1; /* EMFILE, ENFILE, ENOBUFS, ENOMEM, or worse: rest a moment */
         }
-        if (r->n >= r->cap) {
-            (void)close(t); /* over the cap: refused at once */
-            continue;
-        }
-        int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (u < 0) {
-            (void)close(t);
-            return 1;
-        }
-        int connecting = 0;
-        if (connect(u, (const struct sockaddr *)&r->mediator, r->mediator_len) < 0) {
-            if (errno != EINPROGRESS) {
-                /* No mediator, or its backlog is full: the client is dropped. */
-                (void)close(u);
-                (void)close(t);
-                continue;
-            }
-            connecting = 1;
-        }
-        conn *c = calloc(1, sizeof *c);
-        if (!c) {
-            (void)close(u);
-            (void)close(t);
-            return 1;
-        }
-        c->tcp = t;
-        c->ux = u;
-        c->connecting = connecting;
-        r->c[r->n++] = c;
+        hand_over(r->channel, t, kind);
     }
     return 0;
 }
 
 static void close_all(relay *r)
 {
-    for (size_t i = 0; i < r->n; i++)
-        conn_close(r->c[i]);
-    r->n = 0;
     for (int i = 0; i < 2; i++) {
         if (r->listen[i] >= 0)
             (void)close(r->listen[i]);
         r->listen[i] = -1;
     }
+    if (r->channel >= 0)
+        (void)close(r->channel);
+    r->channel = -1;
 }
 
 static int exit_code(int status)
@@ -381,35 +243,20 @@ static int reap(relay *r)
     return exit_code(status);
 }
 
-/* The event loop: relay bytes until the child exits, then return its exit code. */
+/* The event loop: hand connections over until the child exits, then return its exit
+ * code. */
 static int serve(relay *r)
 {
     int paused = 0;
     for (;;) {
-        struct pollfd *p = r->pfd;
-        p[0] = (struct pollfd){.fd = r->pidfd, .events = POLLIN};
-        for (int i = 0; i < 2; i++)
-            p[1 + i] = (struct pollfd){.fd = paused ? -1 : r->listen[i], .events = POLLIN};
-        size_t nconn = r->n;
-        for (size_t i = 0; i < nconn; i++) {
-            conn *c = r->c[i];
-            short te, ue;
-            if (c->connecting) {
-                te = 0;
-                ue = POLLOUT;
-            } else {
-                te = interest(&c->up, &c->down);
-                ue = interest(&c->down, &c->up);
-            }
-            /* An fd with nothing wanted stays out, so its hang-up cannot wake us in vain. */
-            p[3 + 2 * i] = (struct pollfd){.fd = te ? c->tcp : -1, .events = te};
-            p[4 + 2 * i] = (struct pollfd){.fd = ue ? c->ux : -1, .events = ue};
-        }
-        int n = poll(p, 3 + 2 * nconn, paused ? ACCEPT_PAUSE_MS : -1);
+        struct pollfd p[3] = {{r->pidfd, POLLIN, 0},
+                              {paused ? -1 : r->listen[0], POLLIN, 0},
+                              {paused ? -1 : r->listen[1], POLLIN, 0}};
+        int n = poll(p, 3, paused ? ACCEPT_PAUSE_MS : -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            /* Without poll nothing can be relayed; the command still gets its status. */
+            /* Without poll nothing can be handed over; the command still gets its status. */
             fprintf(stderr, PROG ": poll: %s; the network relay stops\n", strerror(errno));
             close_all(r);
             return reap(r);
@@ -419,29 +266,15 @@ static int serve(relay *r)
             close_all(r);
             return reap(r);
         }
-        size_t kept = 0;
-        for (size_t i = 0; i < nconn; i++) {
-            conn *c = r->c[i];
-            short tre = p[3 + 2 * i].revents, ure = p[4 + 2 * i].revents;
-            if ((tre || ure) && conn_service(c, tre, ure)) {
-                conn_close(c);
-                continue;
-            }
-            r->c[kept++] = c;
-        }
-        /* connections accepted during this round were appended after nconn */
-        for (size_t i = nconn; i < r->n; i++)
-            r->c[kept++] = r->c[i];
-        r->n = kept;
-        for (int i = 0; i < 2; i++) {
-            if (p[1 + i].revents && accept_some(r, r->listen[i]))
-                paused = 1;
-        }
+        if (p[1].revents && accept_some(r, r->listen[0], 'H'))
+            paused = 1;
+        if (p[2].revents && accept_some(r, r->listen[1], 'S'))
+            paused = 1;
     }
 }
 
 typedef struct opts {
-    const char *unix_path, *http, *socks, *filter_arg;
+    const char *channel_arg, *http, *socks, *filter_arg;
     char **cmd;
 } opts;
 
@@ -460,7 +293,7 @@ static int parse_args(int argc, char **argv, opts *o)
             i++;
             break;
         }
-        const char **slot = strcmp(a, "--unix") == 0        ? &o->unix_path
+        const char **slot = strcmp(a, "--channel-fd") == 0 ? &o->channel_arg
                             : strcmp(a, "--http") == 0      ? &o->http
                             : strcmp(a, "--socks") == 0     ? &o->socks
                             : strcmp(a, "--filter-fd") == 0 ? &o->filter_arg
@@ -471,8 +304,8 @@ static int parse_args(int argc, char **argv, opts *o)
             return setup_error("%s needs a value", a);
         *slot = argv[++i];
     }
-    if (!o->unix_path)
-        return setup_error("missing --unix PATH");
+    if (!o->channel_arg)
+        return setup_error("missing --channel-fd C");
     if (!o->filter_arg)
         return setup_error("missing --filter-fd N");
     if (i >= argc)
@@ -512,12 +345,10 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    struct sockaddr_un mediator = {.sun_family = AF_UNIX};
-    size_t plen = strlen(o.unix_path);
-    if (plen == 0 || plen >= sizeof mediator.sun_path)
-        return setup_error("--unix %s: not a usable socket path (empty or too long)",
-                           o.unix_path);
-    memcpy(mediator.sun_path, o.unix_path, plen + 1);
+    /* Not dumpable: the command (same uid) can neither ptrace the relay nor copy its
+     * channel with pidfd_getfd. The child becomes dumpable again by its exec. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        return setup_error("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
     struct sockaddr_in sa_http, sa_socks;
     if (parse_addr(o.http, &sa_http) < 0)
         return setup_error("--http %s: expected 127.x.y.z:PORT with PORT in 1..65535", o.http);
@@ -529,6 +360,15 @@ int main(int argc, char **argv)
     if (filter_fd <= STDERR_FILENO || filter_fd == FD_SUPERVISOR ||
         filter_fd == FD_BWRAP_STATUS)
         return setup_error("--filter-fd %s: not a usable file descriptor", o.filter_arg);
+    /* The channel: a connected AF_UNIX socket, kept from the command (CLOEXEC). */
+    int channel = parse_fd(o.channel_arg);
+    int domain = 0, type = 0;
+    socklen_t dl = sizeof domain, tl = sizeof type;
+    if (channel <= STDERR_FILENO || channel == FD_SUPERVISOR || channel == FD_BWRAP_STATUS ||
+        channel == filter_fd || getsockopt(channel, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 ||
+        getsockopt(channel, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || domain != AF_UNIX ||
+        fcntl(channel, F_SETFD, FD_CLOEXEC) < 0)
+        return setup_error("--channel-fd %s: not a usable Unix socket", o.channel_arg);
 
     /* fds 3 and 4 are the child's, to be dropped by the relay after the fork; when they
      * are not open now, the relay's own sockets may take those numbers and must stay. */
@@ -556,9 +396,7 @@ int main(int argc, char **argv)
         return setup_error("%s", strerror(ENOMEM));
     }
     r->listen[0] = r->listen[1] = r->pidfd = -1;
-    r->mediator = mediator;
-    r->mediator_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + 1);
-    r->cap = conn_cap();
+    r->channel = channel;
     if ((rc = open_listener(&sa_http, o.http, &r->listen[0])) ||
         (rc = open_listener(&sa_socks, o.socks, &r->listen[1])))
         goto out;
@@ -580,6 +418,7 @@ int main(int argc, char **argv)
     if (r->child == 0) {
         (void)close(r->listen[0]);
         (void)close(r->listen[1]);
+        (void)close(r->channel);
         exec_command(o.cmd, &prog, &old_pipe);
     }
     /* The protocol pipes belong to the child alone: their ends must close when it ends. */

@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
-      lua-unit libjansson-dev nettle-dev python3 util-linux passwd time)
+      lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl)
 
 missing=()
 for p in "${PKGS[@]}"; do

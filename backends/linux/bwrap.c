@@ -523,7 +523,9 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
         char fd[16];
         snprintf(fd, sizeof fd, "%d", A3S_FD_CMD_FILTER);
         push(&c, cmd->relay);
-        push3(&c, "--unix", cmd->mediator_sock, NULL);
+        char ch[16];
+        snprintf(ch, sizeof ch, "%d", A3S_FD_MEDIATOR);
+        push3(&c, "--channel-fd", ch, NULL);
         push3(&c, "--http", A3S_RELAY_HTTP, NULL);
         push3(&c, "--socks", A3S_RELAY_SOCKS, NULL);
         push3(&c, "--filter-fd", fd, NULL);

@@ -18,8 +18,7 @@ typedef struct a3s_bwrap_cmd {
     const char *launcher;      /* a3s-sandbox-launch: always the first program inside */
     /* Mediated network (grants): the relay runs first and starts the launcher under the
      * command filter read from fd A3S_FD_CMD_FILTER; NULL otherwise. */
-    const char *relay;
-    const char *mediator_sock;
+    const char *relay; /* its channel to the mediator comes on A3S_FD_MEDIATOR */
     /* The workspace and scratch dir as opened on the host (their identity is checked
      * again inside before anything is mounted in them). */
     dev_t ws_dev, scratch_dev;

@@ -14,7 +14,7 @@
 #define A3S_FD_WS_MOUNT 9      /* mapped identity: idmapped detached mount of the workspace */
 #define A3S_FD_SCRATCH_MOUNT 10 /* mapped identity: idmapped detached mount of the scratch */
 #define A3S_FD_USERNS 11       /* mapped identity: bwrap --userns */
-#define A3S_FD_LAST 11
+#define A3S_FD_MEDIATOR 12     /* mediated runs: the relay's end of its channel to the mediator */
 
 /* Setup records: the magic, then records of exactly A3S_SETUP_FIELDS NUL-terminated
  * fields: OP, PATH, A, B, C, D (decimal unsigned numbers), in the order they are applied.

@@ -124,6 +124,8 @@ typedef struct sc_desc {
     const char *problem;  /* non-NULL: this rule cannot be compiled, and why */
     bool absent;          /* known to libseccomp but not on this arch: skipped */
     bool fixed;           /* backend behaviour, not from the plan */
+    bool stream_only;     /* SC_FAMILY_NOT_IN on socketpair: also deny every type but
+                             SOCK_STREAM and SOCK_SEQPACKET */
     int mode_arg;         /* SC_SETID_MODE */
     int flags_arg;        /* SC_SETID_MODE: -1 when the mode always applies */
 } sc_desc;
@@ -259,6 +261,8 @@ static int sc_emit_implied(const a3s_seccomp_plan *sp, sc_emit_fn emit, void *ud
     if (sc_denied(sp, name))
         return 0;
     sc_desc d = {.syscall = name, .errnum = errnum, .cond = cond, .fam = fam, .nfam = nfam};
+    /* A datagram pair can sendto() any pathname socket it sees: only connected types. */
+    d.stream_only = cond == SC_FAMILY_NOT_IN && strcmp(name, "socketpair") == 0;
     sc_resolve(&d);
     if (!d.problem && !sc_errno_ok(errnum))
         d.problem = "errno out of range 1..4095";
@@ -426,7 +430,18 @@ static int sc_emit_filter(void *ud, const sc_desc *d, a3s_error *err)
                 return -1;
         }
         struct scmp_arg_cmp ge = {0, SCMP_CMP_GE, (scmp_datum_t)max + 1, 0};
-        return sc_add(ctx, d, 1, &ge, err);
+        if (sc_add(ctx, d, 1, &ge, err) < 0)
+            return -1;
+        /* The type's low 4 bits (SOCK_NONBLOCK/SOCK_CLOEXEC live above): every value but
+         * SOCK_STREAM and SOCK_SEQPACKET (AF_UNIX turns SOCK_RAW into SOCK_DGRAM). */
+        for (int t = 0; d->stream_only && t < 16; t++) {
+            if (t == SOCK_STREAM || t == SOCK_SEQPACKET)
+                continue;
+            struct scmp_arg_cmp c = {1, SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)t};
+            if (sc_add(ctx, d, 1, &c, err) < 0)
+                return -1;
+        }
+        return 0;
     }
 
     case SC_CLONE_NS:
@@ -619,7 +634,9 @@ static int sc_emit_json(void *ud, const sc_desc *d, a3s_error *err)
             rc = json_array_append_new(allow, json_string(n));
         }
         if (rc == 0)
-            rc = sc_json_str(o, "when", "family not in allow list");
+            rc = sc_json_str(o, "when", d->stream_only ? "family not in allow list, or type "
+                                                         "not SOCK_STREAM/SOCK_SEQPACKET"
+                                                       : "family not in allow list");
         break;
     }
     case SC_CLONE_NS: rc = sc_json_str(o, "when", "namespace flags"); break;

@@ -638,7 +638,8 @@ int a3s_setup_run(bool keep_relay_fds)
     if (keep_relay_fds) {
         (void)close(A3S_FD_ARGS);
         (void)close(A3S_FD_SECCOMP);
-        (void)syscall(SYS_close_range, A3S_FD_SETUP, ~0U, 0);
+        (void)syscall(SYS_close_range, A3S_FD_SETUP, A3S_FD_MEDIATOR - 1, 0);
+        (void)syscall(SYS_close_range, A3S_FD_MEDIATOR + 1, ~0U, 0);
     } else {
         (void)syscall(SYS_close_range, A3S_FD_ARGS, ~0U, 0);
     }

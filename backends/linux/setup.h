@@ -8,7 +8,8 @@
 
 /* Apply the records on fd A3S_FD_SETUP. On success the caller runs as the command's
  * identity with no capabilities, no_new_privs and the filter of fd A3S_FD_SECCOMP, in
- * the workspace; fds 5 and up are closed (keep_relay_fds: all but 4 and 7). On failure
+ * the workspace; fds 5 and up are closed (keep_relay_fds: all but 7 and 12, the relay's
+ * filter and channel). On failure
  * a message is on stderr and -1 is returned: the command must not run. */
 int a3s_setup_run(bool keep_relay_fds);
 

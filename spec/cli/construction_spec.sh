@@ -69,6 +69,11 @@ check "run through a link in a writable directory: refused (125)" eq "$RC" 125
 check "run through a link in a writable directory: nothing ran" test ! -e "$ws/via-link.txt"
 
 # --- bad workspaces --------------------------------------------------------------------
+# A workspace containing the host temp dir holds other runs' scratch dirs and the state
+# records later runs act on: refused.
+run_cli -w /tmp -- true
+check "workspace /tmp (holds the state directory): refused (125)" eq "$RC" 125
+check "workspace /tmp: the error says why" contains "$ERR" "state directory"
 printf 'x' >"$ws/regular-file"
 run_cli -w "$ws/regular-file" -c "touch '$marker'"
 refused "workspace is a regular file" "not a directory" "$marker"

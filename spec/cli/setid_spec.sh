@@ -127,5 +127,12 @@ check "chmod 0777 of the workspace root: restored on the host afterwards" \
   eq "$(mode_of "$ws")" 750
 run_cli -w "$ws" -t 1 -c 'chmod 0777 .; sleep 30'
 check "chmod 0777, then killed by the deadline: still restored" eq "$(mode_of "$ws")" 750
+# ... and its ACLs: a default ACL would make what host tools create there writable.
+before_acl=$(getfacl -p "$ws" 2>/dev/null)
+run_cli -w "$ws" -c 'setfacl -d -m o::rwx . && setfacl -m o::rwx . && getfacl -p . | grep -c default'
+check "setfacl on the workspace root: it took effect inside" test "${OUT:-0}" -gt 0
+check "setfacl on the workspace root: ACLs restored on the host afterwards" \
+  eq "$(getfacl -p "$ws" 2>/dev/null)" "$before_acl"
+check "setfacl on the workspace root: mode restored too" eq "$(mode_of "$ws")" 750
 
 finish

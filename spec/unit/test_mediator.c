@@ -1199,7 +1199,7 @@ int main(void)
     test_http_parse();
     test_socks_parse();
 
-    a3s_mediator_opts bad = {0, 0, 0};
+    a3s_mediator_opts bad = {0, 0, 0, false};
     ok(a3s_mediator_serve(-1, 0, NULL, 0, -1, &bad) == -1, "serve: invalid listen fd -> -1");
 
     snprintf(root, sizeof root, "/tmp/a3s-mediator-test-XXXXXX");
