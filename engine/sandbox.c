@@ -1294,6 +1294,38 @@ char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err)
     return text;
 }
 
+/* Mediated network, proven live: a run with a probe grant whose command asks the relay's
+ * HTTP proxy for a host that is not granted (the mediator must answer 403, without any
+ * lookup) and greets its SOCKS5 port (the mediator must accept "no authentication"). */
+static void probe_mediation(a3s_sandbox *sb, bool *http, bool *socks)
+{
+    *http = *socks = false;
+    if (sb->process_host || !sb->relay)
+        return;
+    a3s_grant probe = {.host = "a3s-probe.invalid", .port = 2};
+    a3s_grant *saved = sb->grants;
+    size_t nsaved = sb->ngrants;
+    sb->grants = &probe;
+    sb->ngrants = 1;
+    a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+    /* printf escapes, not C ones: the command text has no control bytes. */
+    req.shell_command =
+        "exec 3<>/dev/tcp/127.0.0.1/24731 && printf 'CONNECT a3s-probe.invalid:1 HTTP/1.1\\r\\n"
+        "Host: a3s-probe.invalid:1\\r\\n\\r\\n' >&3 && head -c 12 <&3; echo;"
+        "exec 4<>/dev/tcp/127.0.0.1/24732 && printf '\\005\\001\\000' >&4 &&"
+        " head -c 2 <&4 | od -An -tx1";
+    req.timeout_ms = PROBE_TIMEOUT_MS;
+    a3s_result r;
+    a3s_error xerr = {0};
+    if (a3s_sandbox_exec(sb, &req, &r, &xerr) == A3S_OK) {
+        *http = r.stdout_text && strstr(r.stdout_text, "HTTP/1.1 403");
+        *socks = r.stdout_text && strstr(r.stdout_text, "05 00");
+        a3s_result_free(&r);
+    }
+    sb->grants = saved;
+    sb->ngrants = nsaved;
+}
+
 char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
 {
     char digest[65];
@@ -1302,13 +1334,16 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
     a3s_error perr = {0};
     const char *identity = NULL;
     bool usable = !sb->process_host && run_probe(sb, &identity, &perr) == 0;
+    bool m_http = false, m_socks = false;
+    if (usable)
+        probe_mediation(sb, &m_http, &m_socks);
     const a3s_cgroup_caps *qc = quota_caps(sb);
     json_t *caps = json_pack(
         "{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
         "network_deny_all", usable, "private_network_namespace", usable,
         "readonly_host_root", usable, "seccomp_filter", usable, "pid_namespace", usable,
         "deadline_kill_tree", 1, "output_limit", 1, "environment_sanitized", 1,
-        "mediated_http", 0, "mediated_socks", 0, "unix_socket_allowlist", 0,
+        "mediated_http", m_http, "mediated_socks", m_socks, "unix_socket_allowlist", 0,
         "resource_process_limit", qc->can[A3S_QUOTA_PIDS], "resource_memory_limit",
         qc->can[A3S_QUOTA_MEMORY], "resource_cpu_limit", qc->can[A3S_QUOTA_CPU],
         "resource_file_size_limit", 1);

@@ -36,6 +36,14 @@ check "capabilities: unavailable is an array" eq "$(jv 'type(d["unavailable"])._
 check "capabilities: unavailable lists every false capability" eq \
   "$(jv 'sorted(k for k, v in d["capabilities"].items() if v is False) == sorted(d["unavailable"])')" true
 check "capabilities: policy_digest equals digest" eq "$(jv 'd.get("policy_digest")')" "$d1"
+# Mediation is claimed only after a live proof through the relay and the mediator.
+check "capabilities: mediated_http proven live" eq "$(jv 'd["capabilities"]["mediated_http"]')" true
+check "capabilities: mediated_socks proven live" eq "$(jv 'd["capabilities"]["mediated_socks"]')" true
+check "capabilities: identity reported" \
+  eq "$(jv 'd["identity"]')" "$([ "$(id -u)" -eq 0 ] && echo mapped || echo caller)"
+A3S_SANDBOX_RELAY=/nonexistent run_cli capabilities -w "$ws"
+check "capabilities without a relay: mediated_http false" \
+  eq "$(jv 'd["capabilities"]["mediated_http"]')" false
 
 # --- plan -------------------------------------------------------------------------------------
 run_cli plan -w "$ws"
