@@ -2,14 +2,20 @@
  *
  * Every read is bounded while it happens (the head buffer never grows), every wait has a
  * deadline, the decision is made on the parsed origin before any upstream byte, names are
- * resolved here and refused when they land on internal addresses (unless the grant is that
- * IP literal), and the first acceptable address that answers is pinned for the connection. */
+ * resolved here and refused when they land on internal addresses or on one of the host's
+ * own (unless the grant is that IP literal; the unspecified address never), and the first
+ * acceptable address that answers is pinned for the connection. Plain HTTP is one request
+ * per connection, so that the upstream never sees a request that was not decided, and the
+ * refusal records stay bounded however many refusals there are. */
 #include "mediator.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <jansson.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -200,6 +206,29 @@ static const char *authority_parse(const char *s, size_t n, char *host, int *por
     return NULL;
 }
 
+/* An IP literal as a socket address (port 0); false for names. */
+static bool literal_addr(const char *host, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)(void *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)ss;
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        return true;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        return true;
+    }
+    return false;
+}
+
+static bool literal_unspecified(const char *host)
+{
+    struct sockaddr_storage ss;
+    return literal_addr(host, &ss) && a3s_addr_is_unspecified((const struct sockaddr *)&ss);
+}
+
 int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err)
 {
     if (!spec || !g)
@@ -220,6 +249,8 @@ int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err)
     a3s_grant tmp;
     memset(&tmp, 0, sizeof tmp);
     const char *why = authority_parse(spec, n, tmp.host, &tmp.port);
+    if (!why && literal_unspecified(tmp.host))
+        why = "the unspecified address reaches the host itself";
     if (why)
         return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant '%s': %s", shown, why);
     *g = tmp;
@@ -286,10 +317,25 @@ bool a3s_addr_is_internal(const struct sockaddr *sa)
     return b[0] == 0xff;                              /* multicast */
 }
 
-static bool is_ip_literal(const char *host)
+static const unsigned char v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+bool a3s_addr_is_unspecified(const struct sockaddr *sa)
 {
-    unsigned char a[sizeof(struct in6_addr)];
-    return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+    if (!sa)
+        return true;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        unsigned char b[4];
+        memcpy(b, &in->sin_addr, 4);
+        return b[0] == 0; /* 0.0.0.0/8: "this network"; 0.0.0.0 connects to loopback */
+    }
+    if (sa->sa_family != AF_INET6)
+        return true;
+    const unsigned char *b = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+    static const unsigned char zero[16];
+    if (memcmp(b, zero, 16) == 0)
+        return true;
+    return memcmp(b, v4_mapped_prefix, 12) == 0 && b[12] == 0; /* connects as IPv4 */
 }
 
 /* ------------------------------------------------------------------ HTTP parsing */
@@ -422,7 +468,7 @@ static int request_line(const char *line, size_t ll, a3s_http_req *r)
     return HP_OK;
 }
 
-static int header_line(const char *h, size_t hl, bool *have_cl)
+static int header_line(const char *h, size_t hl, bool *have_cl, uint64_t *cl)
 {
     const char *colon = memchr(h, ':', hl);
     if (!colon || colon == h)
@@ -446,10 +492,14 @@ static int header_line(const char *h, size_t hl, bool *have_cl)
             e--;
         if (*have_cl || e == v || e - v > 18)
             return HP_BAD;
-        for (const char *p = v; p < e; p++)
+        uint64_t val = 0; /* at most 18 digits: no overflow */
+        for (const char *p = v; p < e; p++) {
             if (!is_digit((unsigned char)*p))
                 return HP_BAD;
+            val = val * 10 + (uint64_t)(*p - '0');
+        }
         *have_cl = true;
+        *cl = val;
     }
     return HP_OK;
 }
@@ -486,7 +536,7 @@ static int http_parse(const char *buf, size_t len, a3s_http_req *r)
             r->head_len = e + 1;
             return HP_OK;
         }
-        rc = header_line(buf + pos, hl, &have_cl);
+        rc = header_line(buf + pos, hl, &have_cl, &r->content_length);
         if (rc != HP_OK)
             return rc;
         pos = e + 1;
@@ -590,14 +640,53 @@ int a3s_socks_parse(const unsigned char *buf, size_t len, a3s_socks_req *r, size
 
 /* ------------------------------------------------------------------ serving */
 
+/* Refusals are counted exactly, but only the first `keep` and the last `keep` are kept
+ * as records: a client looping on refused requests must neither grow the record file
+ * without bound nor push the interesting records out of it. */
+#define DENY_LINE_MAX 512 /* a record: the target is at most 253 + 9 bytes */
+#define DENY_KEEP_DEFAULT 32
+#define DENY_KEEP_MAX 1024
+#define DENY_REASONS 32 /* distinct reasons counted by name (the code has about 15) */
+
+typedef struct deny_line {
+    unsigned long long seq; /* which refusal this slot holds */
+    size_t len;             /* 0: empty (or it could not be formatted) */
+    char text[DENY_LINE_MAX];
+} deny_line;
+
+typedef struct deny_log {
+    size_t keep;
+    unsigned long long total, kept_first;
+    deny_line *ring;                  /* keep slots, refusal number seq in slot seq % keep */
+    const char *reason[DENY_REASONS]; /* static strings, counted in count[] */
+    unsigned long long count[DENY_REASONS];
+    unsigned long long other; /* reasons beyond DENY_REASONS distinct ones */
+    bool closed;              /* the summary is out: later refusals are not recorded */
+} deny_log;
+
+/* Every address on one of the host's interfaces, as IPv6 (IPv4 ones mapped). Re-read
+ * when the kernel reports an address change on `nl`, and at most a second after the
+ * last reading in any case. */
+typedef struct host_addrs {
+    pthread_mutex_t lock;
+    int nl;                     /* NETLINK_ROUTE, address-change groups; -1 if none */
+    bool stale;                 /* re-read before the next answer */
+    unsigned long long read_ms; /* when the list was read */
+    size_t n;
+    struct in6_addr *a;
+} host_addrs;
+
 typedef struct med_ctx {
-    pthread_mutex_t lock; /* guards active, serving and the denial writes */
+    pthread_mutex_t lock; /* guards active, serving and the denial log */
     int active;           /* connection threads alive */
     bool serving;         /* a3s_mediator_serve has not returned yet */
     int denial_fd;        /* our own duplicate (or -1): threads may outlive the caller's fd */
     int connect_ms, idle_ms, max_conns;
     size_t n;
     a3s_grant *g;
+    deny_log deny;
+    host_addrs own; /* its lock is taken alone, never with `lock` */
+    bool own_ready; /* own.lock initialised */
 } med_ctx;
 
 typedef struct relay_dir {
@@ -615,7 +704,97 @@ typedef struct conn {
     relay_dir dir[2]; /* 0: client -> upstream, 1: upstream -> client */
 } conn;
 
-/* The last one out (the server or a connection thread) frees the context. */
+/* ------------------------------------------------------------------ denial records */
+
+/* One record line (newline included) into out; its length, or 0 when it does not fit. */
+static size_t deny_format(char *out, size_t cap, const char *proto, const char *host, int port,
+                          const char *reason)
+{
+    char target[A3S_GRANT_HOST_MAX + 16] = "";
+    if (host && *host)
+        snprintf(target, sizeof target, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "kind", "network", "protocol", proto,
+                          "target", target, "reason", reason, "decision", "deny");
+    size_t n = o ? json_dumpb(o, out, cap, JSON_COMPACT) : 0;
+    json_decref(o);
+    if (n == 0 || n >= cap)
+        return 0;
+    out[n] = '\n';
+    return n + 1;
+}
+
+/* The first `keep` refusals are written as they happen; every one is counted. Called
+ * with ctx->lock held. */
+static void deny_log_add(med_ctx *ctx, const char *line, size_t len, const char *reason)
+{
+    deny_log *d = &ctx->deny;
+    if (d->closed)
+        return;
+    unsigned long long seq = d->total++;
+    size_t i = 0;
+    while (i < DENY_REASONS && d->reason[i] && strcmp(d->reason[i], reason) != 0)
+        i++;
+    if (i == DENY_REASONS) {
+        d->other++;
+    } else {
+        d->reason[i] = reason;
+        d->count[i]++;
+    }
+    if (seq < d->keep) {
+        if (len && a3s_write_all(ctx->denial_fd, line, len) == 0)
+            d->kept_first++;
+        return;
+    }
+    deny_line *slot = &d->ring[seq % d->keep];
+    slot->seq = seq;
+    slot->len = len;
+    if (len)
+        memcpy(slot->text, line, len);
+}
+
+/* At stop: the last records not written yet, then the summary line (see mediator.h).
+ * Called with ctx->lock held; later refusals are not recorded. */
+static void deny_log_close(med_ctx *ctx)
+{
+    deny_log *d = &ctx->deny;
+    if (d->closed || ctx->denial_fd < 0)
+        return;
+    d->closed = true;
+    if (d->total == 0)
+        return;
+    unsigned long long from = d->total > 2 * d->keep ? d->total - d->keep : d->keep;
+    unsigned long long kept_last = 0;
+    for (unsigned long long seq = from; seq < d->total; seq++) {
+        const deny_line *slot = &d->ring[seq % d->keep];
+        if (slot->seq == seq && slot->len &&
+            a3s_write_all(ctx->denial_fd, slot->text, slot->len) == 0)
+            kept_last++;
+    }
+    json_t *counts = json_object();
+    for (size_t i = 0; counts && i < DENY_REASONS && d->reason[i]; i++)
+        json_object_set_new(counts, d->reason[i], json_integer((json_int_t)d->count[i]));
+    if (counts && d->other)
+        json_object_set_new(counts, "other", json_integer((json_int_t)d->other));
+    json_t *o =
+        counts ? json_pack("{s:s, s:b, s:s, s:I, s:I, s:I, s:I, s:o}", "kind", "network", "summary",
+                           1, "decision", "deny", "total", (json_int_t)d->total, "kept_first",
+                           (json_int_t)d->kept_first, "kept_last", (json_int_t)kept_last, "dropped",
+                           (json_int_t)(d->total - d->kept_first - kept_last), "counts", counts)
+               : NULL;
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text) {
+        size_t n = strlen(text);
+        text[n] = '\n'; /* replaces the NUL: written by length */
+        (void)a3s_write_all(ctx->denial_fd, text, n + 1);
+        free(text);
+    }
+}
+
+static void host_addrs_free(host_addrs *h);
+
+/* The last one out (the server or a connection thread) frees the context. The server's
+ * own release is its stop: that is when the last records and the summary go out. */
 static void ctx_release(med_ctx *ctx, bool is_conn)
 {
     pthread_mutex_lock(&ctx->lock);
@@ -623,43 +802,150 @@ static void ctx_release(med_ctx *ctx, bool is_conn)
         ctx->active--;
     else
         ctx->serving = false;
+    if (!is_conn)
+        deny_log_close(ctx);
     bool last = !ctx->serving && ctx->active == 0;
     pthread_mutex_unlock(&ctx->lock);
     if (!last)
         return;
     if (ctx->denial_fd >= 0)
         close(ctx->denial_fd);
+    if (ctx->own_ready)
+        host_addrs_free(&ctx->own);
     pthread_mutex_destroy(&ctx->lock);
+    free(ctx->deny.ring);
     free(ctx->g);
     free(ctx);
 }
 
-/* One JSON line per refusal; only the parsed origin, never header values or bodies. */
+/* One record per refusal, bounded as above; only the parsed origin, never header values
+ * or bodies. reason must be a static string (it is counted by name). */
 static void deny_record(med_ctx *ctx, const char *proto, const char *host, int port,
                         const char *reason)
 {
     if (ctx->denial_fd < 0)
         return;
-    char target[A3S_GRANT_HOST_MAX + 16] = "";
-    if (host && *host)
-        snprintf(target, sizeof target, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "kind", "network", "protocol", proto,
-                          "target", target, "reason", reason, "decision", "deny");
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s)
-        return;
-    size_t n = strlen(s);
-    char *line = realloc(s, n + 2);
-    if (!line) {
-        free(s);
-        return;
-    }
-    line[n] = '\n';
+    char line[DENY_LINE_MAX];
+    size_t len = deny_format(line, sizeof line, proto, host, port, reason);
     pthread_mutex_lock(&ctx->lock);
-    (void)a3s_write_all(ctx->denial_fd, line, n + 1); /* best effort: never blocks serving */
+    deny_log_add(ctx, line, len, reason);
     pthread_mutex_unlock(&ctx->lock);
-    free(line);
+}
+
+/* ------------------------------------------------------------------ host addresses */
+
+#define OWN_REFRESH_MS 1000
+
+/* addr as IPv6: IPv4 mapped; IPv4-mapped and IPv4-compatible IPv6 stay as the IPv4 they
+ * carry (the kernel connects ::ffff:a.b.c.d as a.b.c.d). false for other families. */
+static bool as_v6(const struct sockaddr *sa, struct in6_addr *out)
+{
+    if (sa->sa_family == AF_INET) {
+        memcpy(out->s6_addr, v4_mapped_prefix, 12);
+        memcpy(out->s6_addr + 12, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        return true;
+    }
+    if (sa->sa_family != AF_INET6)
+        return false;
+    memcpy(out, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, sizeof *out);
+    static const unsigned char zero[12];
+    if (memcmp(out->s6_addr, zero, 12) == 0 && (out->s6_addr[12] | out->s6_addr[13]) != 0)
+        memcpy(out->s6_addr, v4_mapped_prefix, 12); /* ::a.b.c.d (not ::, ::1) */
+    return true;
+}
+
+static int host_addrs_read(host_addrs *h)
+{
+    struct ifaddrs *all = NULL;
+    if (getifaddrs(&all) < 0)
+        return -1;
+    size_t n = 0;
+    for (const struct ifaddrs *i = all; i; i = i->ifa_next)
+        n++;
+    struct in6_addr *a = calloc(n ? n : 1, sizeof *a);
+    if (!a) {
+        freeifaddrs(all);
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t k = 0;
+    for (const struct ifaddrs *i = all; i; i = i->ifa_next)
+        if (i->ifa_addr && as_v6(i->ifa_addr, &a[k]))
+            k++;
+    freeifaddrs(all);
+    free(h->a);
+    h->a = a;
+    h->n = k;
+    h->read_ms = a3s_now_ms();
+    h->stale = false;
+    return 0;
+}
+
+/* Listen for address changes, then read the list (in that order: a change between the
+ * two is either in the list or announced). Without netlink, the timer alone re-reads. */
+static int host_addrs_init(host_addrs *h)
+{
+    memset(h, 0, sizeof *h);
+    if (pthread_mutex_init(&h->lock, NULL) != 0)
+        return -1;
+    h->nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK,
+                             .nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR};
+    if (h->nl >= 0 && bind(h->nl, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        close(h->nl);
+        h->nl = -1;
+    }
+    if (host_addrs_read(h) < 0) {
+        int e = errno;
+        if (h->nl >= 0)
+            close(h->nl);
+        pthread_mutex_destroy(&h->lock);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+static void host_addrs_free(host_addrs *h)
+{
+    if (h->nl >= 0)
+        close(h->nl);
+    pthread_mutex_destroy(&h->lock);
+    free(h->a);
+    h->a = NULL;
+}
+
+/* 1 when addr is one of the host's own, 0 when not, -1 when the list could not be
+ * brought up to date (the caller refuses: fail closed). */
+static int host_addrs_has(host_addrs *h, const struct sockaddr *addr)
+{
+    struct in6_addr want;
+    if (!as_v6(addr, &want))
+        return -1;
+    pthread_mutex_lock(&h->lock);
+    /* Any message (or an overflow: ENOBUFS) means something changed: re-read. */
+    for (char buf[4096]; h->nl >= 0;) {
+        ssize_t r = recv(h->nl, buf, sizeof buf, MSG_DONTWAIT);
+        if (r > 0 || (r < 0 && errno == ENOBUFS)) {
+            h->stale = true;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            h->stale = true; /* a broken socket: trust only fresh readings */
+        break;
+    }
+    int rc = 0;
+    if ((h->stale || a3s_now_ms() - h->read_ms >= OWN_REFRESH_MS) && host_addrs_read(h) < 0) {
+        h->stale = true;
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < h->n; i++)
+        if (memcmp(&h->a[i], &want, sizeof want) == 0)
+            rc = 1;
+    pthread_mutex_unlock(&h->lock);
+    return rc;
 }
 
 static long long remaining(unsigned long long deadline)
@@ -779,12 +1065,24 @@ static int try_connect(const struct addrinfo *ai, unsigned long long deadline, i
     return 0;
 }
 
-/* Resolve on the host, drop internal addresses unless the host is an IP literal (the
- * decision already matched a grant naming exactly that literal), and connect to the first
- * acceptable address that answers before the deadline; that address is pinned. */
+/* Whether a resolved address may be an upstream: never an unspecified one; for a name,
+ * no internal range and none of the host's own addresses (an IP literal is allowed as
+ * is: the decision already matched a grant naming exactly that literal). */
+static bool upstream_acceptable(med_ctx *ctx, const struct sockaddr *sa, bool literal)
+{
+    if (a3s_addr_is_unspecified(sa))
+        return false;
+    if (literal)
+        return true;
+    return !a3s_addr_is_internal(sa) && host_addrs_has(&ctx->own, sa) == 0;
+}
+
+/* Resolve on the host, drop the addresses upstream_acceptable refuses, and connect to the
+ * first acceptable address that answers before the deadline; that address is pinned. */
 static int upstream_open(conn *c, const char *host, int port)
 {
-    bool literal = is_ip_literal(host);
+    struct sockaddr_storage lit;
+    bool literal = literal_addr(host, &lit);
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -802,7 +1100,7 @@ static int upstream_open(conn *c, const char *host, int port)
     for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
             continue;
-        if (!literal && a3s_addr_is_internal(ai->ai_addr)) {
+        if (!upstream_acceptable(c->ctx, ai->ai_addr, literal)) {
             saw_internal = true;
             continue;
         }
@@ -832,8 +1130,13 @@ static int upstream_open(conn *c, const char *host, int port)
     }
 }
 
-/* Copy both ways until both sides are done, an error, or idle_ms without any traffic. */
-static void relay(conn *c)
+#define RELAY_UNLIMITED UINT64_MAX
+
+/* Copy both ways until both sides are done, an error, or idle_ms without any traffic.
+ * At most `budget` bytes go from the client to the upstream (RELAY_UNLIMITED: no limit);
+ * once they have, the client is no longer read at all (what it sends stays unread) and
+ * the upstream's write side stays open (servers may take a half-close for an abort). */
+static void relay(conn *c, uint64_t budget)
 {
     int fds[2] = {c->fd, c->up};
     for (;;) {
@@ -841,11 +1144,12 @@ static void relay(conn *c)
         bool done = true;
         for (int d = 0; d < 2; d++) {
             relay_dir *r = &c->dir[d];
-            if (!r->eof && r->len == 0)
+            bool spent = d == 0 && budget == 0;
+            if (!r->eof && !spent && r->len == 0)
                 p[d].events |= POLLIN;
             if (r->len > 0)
                 p[1 - d].events |= POLLOUT;
-            if (!r->eof || r->len > 0)
+            if ((!r->eof && !spent) || r->len > 0)
                 done = false;
         }
         if (done)
@@ -875,8 +1179,12 @@ static void relay(conn *c)
                     }
                 }
             }
-            if (!r->eof && r->len == 0 && p[d].revents) {
-                ssize_t n = recv(from, r->buf, sizeof r->buf, MSG_DONTWAIT);
+            bool spent = d == 0 && budget == 0;
+            if (!r->eof && !spent && r->len == 0 && p[d].revents) {
+                size_t want = sizeof r->buf;
+                if (d == 0 && budget < want)
+                    want = (size_t)budget;
+                ssize_t n = recv(from, r->buf, want, MSG_DONTWAIT);
                 if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                     return;
                 if (n == 0) {
@@ -884,6 +1192,8 @@ static void relay(conn *c)
                     (void)shutdown(to, SHUT_WR);
                 } else if (n > 0) {
                     r->len = (size_t)n;
+                    if (d == 0 && budget != RELAY_UNLIMITED)
+                        budget -= (uint64_t)n;
                 }
             }
         }
@@ -893,8 +1203,14 @@ static void relay(conn *c)
 static bool hop_by_hop(const char *name, size_t n, const char *const *extra,
                        const size_t *extra_n, size_t nextra)
 {
-    static const char *const fixed[] = {"connection", "keep-alive", "te",   "trailer",
-                                        "upgrade",    "host",       "transfer-encoding"};
+    static const char *const fixed[] = {"connection", "keep-alive", "te",
+                                        "trailer",    "upgrade",    "host"};
+    /* The body's framing is forwarded as is, whatever a Connection header names: the
+     * upstream must count the same body we do, else the body turns into requests.
+     * (Transfer-Encoding never gets here: such requests are refused.) */
+    if ((n == 14 && ncase_eq(name, "content-length", 14)) ||
+        (n == 17 && ncase_eq(name, "transfer-encoding", 17)))
+        return false;
     if (n >= 6 && ncase_eq(name, "proxy-", 6))
         return true;
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
@@ -956,8 +1272,16 @@ static char *forward_head(const char *buf, const a3s_http_req *r, size_t *out_le
     }
     memcpy(out + len, "Connection: close\r\n\r\n", 21);
     len += 21;
+    out[len] = '\0'; /* cap has room to spare: the request line adds < 64 bytes */
     *out_len = len;
     return out;
+}
+
+char *a3s_http_forward_head(const char *buf, const a3s_http_req *r, size_t *len)
+{
+    if (!buf || !r || !len || r->connect || r->head_len < 4 || !memchr(buf, '\n', r->head_len))
+        return NULL;
+    return forward_head(buf, r, len);
 }
 
 static void handle_http(conn *c, unsigned long long deadline)
@@ -1019,20 +1343,28 @@ static void handle_http(conn *c, unsigned long long deadline)
     if (r.connect) {
         if (send_all(c->fd, resp_200, sizeof resp_200 - 1, io) < 0)
             return;
-    } else {
-        size_t hl = 0;
-        char *head = forward_head((const char *)c->buf, &r, &hl);
-        int sent = head ? send_all(c->up, head, hl, io) : -1;
-        free(head);
-        if (sent < 0) {
-            refuse(c, resp_502, sizeof resp_502 - 1);
+        /* Bytes the client sent right after the head (a TLS hello) go first. */
+        if (nextra && send_all(c->up, extra, nextra, io) < 0)
             return;
-        }
-    }
-    /* Bytes the client sent after the head (a body, a TLS hello) go first. */
-    if (nextra && send_all(c->up, extra, nextra, io) < 0)
+        relay(c, RELAY_UNLIMITED);
         return;
-    relay(c);
+    }
+    /* Plain HTTP: one request per connection, so that every request the upstream sees
+     * is one that was decided. The head, then exactly its body, then only the response
+     * comes back; anything else the client sends (a pipelined request) is never read. */
+    size_t hl = 0;
+    char *head = forward_head((const char *)c->buf, &r, &hl);
+    int sent = head ? send_all(c->up, head, hl, io) : -1;
+    free(head);
+    if (sent < 0) {
+        refuse(c, resp_502, sizeof resp_502 - 1);
+        return;
+    }
+    size_t now = nextra < r.content_length ? nextra : (size_t)r.content_length;
+    if (now && send_all(c->up, extra, now, io) < 0)
+        return;
+    relay(c, r.content_length - now);
+    refuse(c, NULL, 0); /* half-close, let the client read the answer, then close */
 }
 
 static void socks_reply(conn *c, unsigned char code, bool final)
@@ -1118,7 +1450,7 @@ static void handle_socks(conn *c, unsigned long long deadline)
         send_all(c->up, c->buf + used, c->len - used,
                  a3s_now_ms() + (unsigned long long)ctx->idle_ms) < 0)
         return;
-    relay(c);
+    relay(c, RELAY_UNLIMITED);
 }
 
 static void *conn_main(void *arg)
@@ -1253,12 +1585,23 @@ int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
     ctx->connect_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 10000;
     ctx->idle_ms = opts && opts->idle_timeout_ms > 0 ? opts->idle_timeout_ms : 60000;
     ctx->max_conns = opts && opts->max_connections > 0 ? opts->max_connections : 128;
-    if ((n && !(ctx->g = malloc(n * sizeof *g))) ||
-        (denial_fd >= 0 && (ctx->denial_fd = fcntl(denial_fd, F_DUPFD_CLOEXEC, 3)) < 0) ||
-        pthread_mutex_init(&ctx->lock, NULL) != 0) {
+    int keep = opts && opts->denial_records > 0 ? opts->denial_records : DENY_KEEP_DEFAULT;
+    ctx->deny.keep = (size_t)(keep < DENY_KEEP_MAX ? keep : DENY_KEEP_MAX);
+    bool ready = (!n || (ctx->g = malloc(n * sizeof *g)) != NULL) &&
+                 (ctx->deny.ring = calloc(ctx->deny.keep, sizeof *ctx->deny.ring)) != NULL &&
+                 (denial_fd < 0 || (ctx->denial_fd = fcntl(denial_fd, F_DUPFD_CLOEXEC, 3)) >= 0);
+    /* The host's own addresses, read now: a mediator that cannot tell them does not serve. */
+    if (ready)
+        ready = ctx->own_ready = host_addrs_init(&ctx->own) == 0;
+    if (ready)
+        ready = pthread_mutex_init(&ctx->lock, NULL) == 0;
+    if (!ready) {
         int e = errno;
         if (ctx->denial_fd >= 0)
             close(ctx->denial_fd);
+        if (ctx->own_ready)
+            host_addrs_free(&ctx->own);
+        free(ctx->deny.ring);
         free(ctx->g);
         free(ctx);
         errno = e;

@@ -24,8 +24,9 @@ typedef struct a3s_grant {
 
 /* Parse "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" into g (host lower-cased, brackets
  * dropped). Refuses empty hosts, wildcards ('*'), spaces, '/', '\\', '@', control bytes,
- * labels outside [A-Za-z0-9-] (except IP literals), ports outside 1..65535, and anything
- * longer than A3S_GRANT_HOST_MAX: A3S_ERR_INVALID naming the spec. */
+ * labels outside [A-Za-z0-9-] (except IP literals), ports outside 1..65535, unspecified
+ * addresses (0.0.0.0/8, ::, ::ffff:0.0.0.0/104: they connect to the host itself), and
+ * anything longer than A3S_GRANT_HOST_MAX: A3S_ERR_INVALID naming the spec. */
 int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err);
 
 /* true when a request for host:port is covered by one of the grants: exact host
@@ -36,8 +37,16 @@ bool a3s_grants_allow(const a3s_grant *g, size_t n, const char *host, int port);
 /* Address policy after resolution: loopback, private (RFC 1918, fc00::/7), link-local
  * (169.254/16, fe80::/10), unspecified, multicast, CGNAT (100.64/10) and metadata
  * (169.254.169.254, fd00:ec2::254) addresses are refused unless the grant names that
- * exact IP literally. */
+ * exact IP literally. IPv4-mapped and embedding forms are judged as their IPv4 address.
+ * The serving side also refuses every address assigned to one of the host's interfaces
+ * (read with getifaddrs, re-read as soon as the kernel reports an address change and at
+ * least every second), with the same literal-grant exception. */
 bool a3s_addr_is_internal(const struct sockaddr *sa);
+
+/* 0.0.0.0/8, :: and ::ffff:0.0.0.0/104: these reach the host itself, so they are never
+ * an upstream, not even when a grant names them literally. NULL and unknown families
+ * count as unspecified (fail closed). */
+bool a3s_addr_is_unspecified(const struct sockaddr *sa);
 
 /* Request parsing, exposed for tests and the fuzz harness. */
 typedef struct a3s_http_req {
@@ -47,6 +56,7 @@ typedef struct a3s_http_req {
     char path[4096]; /* origin-form path for absolute-form requests, normalized */
     bool connect;    /* CONNECT host:port */
     size_t head_len; /* bytes of request line + headers, including the final CRLFCRLF */
+    uint64_t content_length; /* the body that belongs to this request (0: none) */
 } a3s_http_req;
 
 /* Parse an HTTP request head in buf[0..len): 1 complete and valid (r filled), 0 need more
@@ -55,6 +65,12 @@ typedef struct a3s_http_req {
  * "host:port" for CONNECT or "http://host[:port]/path" otherwise, chunked bodies, dot
  * segments or percent-encoded dots/slashes in the path). */
 int a3s_http_parse(const char *buf, size_t len, a3s_http_req *r);
+
+/* The head sent upstream for an absolute-form request that a3s_http_parse accepted from
+ * buf into r: origin-form request line, our own Host, the client's end-to-end headers
+ * (Content-Length always kept, whatever Connection names), then "Connection: close".
+ * malloc'd and NUL-terminated, length in *len; NULL for CONNECT or on ENOMEM. */
+char *a3s_http_forward_head(const char *buf, const a3s_http_req *r, size_t *len);
 
 typedef struct a3s_socks_req {
     char host[A3S_GRANT_HOST_MAX + 1];
@@ -70,6 +86,7 @@ typedef struct a3s_mediator_opts {
     int connect_timeout_ms; /* default 10000 */
     int idle_timeout_ms;    /* default 60000; a connection silent that long is closed */
     int max_connections;    /* default 128; more are refused at once */
+    int denial_records;     /* records kept verbatim at each end; default 32, at most 1024 */
     /* listen_fd is a connected AF_UNIX socket over which the relay hands over each
      * accepted TCP connection as an fd (SCM_RIGHTS, one per message), instead of a
      * listening socket: nothing in the sandbox then names a socket path. */
@@ -77,11 +94,26 @@ typedef struct a3s_mediator_opts {
 } a3s_mediator_opts;
 
 /* Serve until stop_fd becomes readable (or hangs up): accept on listen_fd (a listening
- * AF_UNIX socket, or the relay's channel, see opts), one thread per connection. Every refusal is one JSON line written to
- * denial_fd: {"kind":"network","protocol":"http-connect|http|socks5","target":"host:port",
- * "reason":"not granted|internal address|malformed request|too many connections|...",
- * "decision":"deny"}. Returns 0 when stopped, -1 on a setup error. Meant to run in a
- * process of its own (engine/sandbox.c forks it), so threads never meet the caller's. */
+ * AF_UNIX socket, or the relay's channel, see opts), one thread per connection.
+ * Absolute-form HTTP carries exactly one request per connection (its head with
+ * "Connection: close", then exactly its Content-Length body; nothing the client sends
+ * after that is forwarded).
+ *
+ * Refusals go to denial_fd as JSON lines, bounded whatever their number (K =
+ * denial_records):
+ *   - record lines, {"kind":"network","protocol":"http-connect|http|socks5",
+ *     "target":"host:port" (or ""),"reason":"...","decision":"deny"}: the first K written
+ *     as they happen, and at stop the last K among the rest (a ring in memory);
+ *   - at stop, when there was any refusal, one summary line, always the last:
+ *     {"kind":"network","summary":true,"decision":"deny","total":T,"kept_first":F,
+ *      "kept_last":L,"dropped":D,"counts":{"<reason>":N,...}} with exact counts per reason
+ *     (their sum is T) and D = T - F - L records not written.
+ * So the file holds at most 2K + 1 lines: records of at most 512 bytes, the summary a few
+ * KiB at most (about 50 bytes per distinct reason).
+ * No summary line means the mediator died before its stop (the tail and counts are
+ * lost, the first records are not); refusals after the stop are not recorded.
+ * Returns 0 when stopped, -1 on a setup error. Meant to run in a process of its own
+ * (engine/sandbox.c forks it), so threads never meet the caller's. */
 int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
                        int denial_fd, const a3s_mediator_opts *opts);
 

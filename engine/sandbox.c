@@ -699,16 +699,26 @@ static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_pl
     json_t *a = json_array();
     if (!a)
         return NULL;
-    /* The mediator's refusals, one JSON object per line. */
+    /* The mediator's refusals, one JSON object per line, its summary (exact counts per
+     * reason) last; records without a summary mean the mediator was killed early. */
+    bool records = false, summary = false;
     for (const char *l = med_lines; l && *l;) {
         const char *nl = strchr(l, '\n');
         size_t n = nl ? (size_t)(nl - l) : strlen(l);
         json_error_t je;
         json_t *d = json_loadb(l, n, 0, &je);
-        if (d)
+        if (d) {
+            if (json_is_true(json_object_get(d, "summary")))
+                summary = true;
+            else
+                records = true;
             json_array_append_new(a, d);
+        }
         l += n + (nl ? 1 : 0);
     }
+    if (records && !summary)
+        json_array_append_new(a, json_pack("{s:s, s:b, s:b}", "kind", "network", "summary", 1,
+                                           "incomplete", 1));
     if (o->timed_out)
         json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "deadline", "target",
                                            "<process-tree>", "limit_ms", (json_int_t)timeout_ms));
@@ -896,7 +906,8 @@ static char *stop_mediator(mediator_proc *m)
     }
     if (m->denials >= 0) {
         off_t len = lseek(m->denials, 0, SEEK_END);
-        if (len > 0 && len < (1 << 24) && (text = malloc((size_t)len + 1)) != NULL) {
+        /* Bounded by the mediator (first and last records, one summary line). */
+        if (len > 0 && len < (1 << 20) && (text = malloc((size_t)len + 1)) != NULL) {
             ssize_t n = pread(m->denials, text, (size_t)len, 0);
             text[n > 0 ? n : 0] = '\0';
         }

@@ -2,8 +2,10 @@
 # Install the Debian packages the build and the tests need, only when missing.
 set -euo pipefail
 
+# clang and its runtime libraries (libFuzzer) build the parser fuzzer (scripts/test.sh).
 PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
-      lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl)
+      lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl clang
+      libclang-rt-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

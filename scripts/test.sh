@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: install what is missing, build (normal and ASan+UBSan), prepare the
-# unprivileged test user, run the sanitizer build's unit tests, then every test with
-# ctest (its summary line is the last thing printed).
+# unprivileged test user, run the sanitizer build's unit tests, fuzz the mediator's
+# parsers for a bounded time (A3S_FUZZ_SECONDS, default 60; 0 skips), then every test
+# with ctest (its summary line is the last thing printed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
@@ -20,6 +21,39 @@ if [ "${A3S_SKIP_ASAN:-0}" != 1 ]; then
     cat "$log"; rm -f "$log"; exit 1
   fi
   tail -n 3 "$log"; rm -f "$log"
+fi
+
+fuzz_seconds=${A3S_FUZZ_SECONDS:-60}
+case "$fuzz_seconds" in
+  ''|*[!0-9]*) echo "A3S_FUZZ_SECONDS must be a number of seconds, not '$fuzz_seconds'" >&2; exit 2 ;;
+esac
+if [ "$fuzz_seconds" -gt 0 ]; then
+  echo "== fuzz_parsers for ${fuzz_seconds}s (build-fuzz/, clang + libFuzzer)"
+  fuzz_build="$here/build-fuzz"
+  if ! cmake -S "$here" -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+         -DCMAKE_C_COMPILER=clang >/dev/null ||
+     ! cmake --build "$fuzz_build" --target fuzz_parsers -j "$(nproc)" >/dev/null; then
+    echo "fuzz_parsers could not be built (clang with libFuzzer: scripts/setup.sh installs it)" >&2
+    exit 1
+  fi
+  # libFuzzer adds the inputs it finds to its first corpus directory and writes crash
+  # reproducers next to artifact_prefix: both go to a temporary directory, never into
+  # the source tree (the seeds are copied).
+  fuzz_work=$(mktemp -d "${TMPDIR:-/tmp}/a3s-fuzz.XXXXXX")
+  mkdir "$fuzz_work/corpus" "$fuzz_work/artifacts"
+  cp "$here"/spec/fuzz/corpus/* "$fuzz_work/corpus/"
+  if ! "$fuzz_build/spec/fuzz_parsers" -max_total_time="$fuzz_seconds" -timeout=10 \
+       -artifact_prefix="$fuzz_work/artifacts/" -print_final_stats=1 \
+       "$fuzz_work/corpus" >"$fuzz_work/log" 2>&1; then
+    tail -n 40 "$fuzz_work/log"
+    echo "fuzz_parsers failed; reproducer(s), kept with the log in $fuzz_work:" >&2
+    for f in "$fuzz_work"/artifacts/*; do
+      [ -e "$f" ] && echo "  $fuzz_build/spec/fuzz_parsers $f" >&2
+    done
+    exit 1
+  fi
+  grep -E '^(Done|stat::number_of_executed_units|stat::new_units_added)' "$fuzz_work/log" || true
+  rm -rf "$fuzz_work"
 fi
 
 echo "== full suite (build/)"
