@@ -287,24 +287,20 @@ static int l_replace_policy(lua_State *L)
     return 1;
 }
 
-/* sb:grant{ host = "h", port = 443, digest = "<expected>" } -> new digest | nil, err */
-static int l_grant(lua_State *L)
+/* The "HOST[:PORT]" spec of the { host =, port = } table at idx (absolute), pushed; IPv6
+ * hosts get brackets when a port follows. [-0, +1, v] */
+static const char *push_grant_spec(lua_State *L, int idx, const char *what)
 {
-    static const char *const keys[] = {"host", "port", "digest", NULL};
-    a3s_sandbox *sb = check_sb(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    check_keys(L, 2, "grant", keys);
-    const char *host = opt_string_field(L, 2, "host", NULL);
+    const char *host = opt_string_field(L, idx, "host", NULL);
     if (!host)
-        return luaL_error(L, "grant: 'host' is required");
-    const char *digest = opt_string_field(L, 2, "digest", NULL);
-    int t = lua_getfield(L, 2, "port");
+        luaL_error(L, "%s: 'host' is required", what);
+    int t = lua_getfield(L, idx, "port");
     lua_Integer port = 0;
     if (t != LUA_TNIL) {
         int isint = 0;
         port = lua_tointegerx(L, -1, &isint);
         if (!isint)
-            return luaL_error(L, "grant: 'port' must be an integer");
+            luaL_error(L, "%s: 'port' must be an integer", what);
     }
     lua_pop(L, 1);
     luaL_Buffer b;
@@ -320,9 +316,81 @@ static int l_grant(lua_State *L)
         luaL_addvalue(&b);
     }
     luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+/* sb:grant{ host = "h", port = 443, digest = "<approved>" } -> approval digest | nil, err.
+ * Adds one grant; the digest, when given, must approve the set held with this grant. */
+static int l_grant(lua_State *L)
+{
+    static const char *const keys[] = {"host", "port", "digest", NULL};
+    a3s_sandbox *sb = check_sb(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    check_keys(L, 2, "grant", keys);
+    const char *digest = opt_string_field(L, 2, "digest", NULL);
+    const char *spec = push_grant_spec(L, 2, "grant");
     a3s_error err = {0};
     char d[65];
-    if (a3s_sandbox_grant(sb, lua_tostring(L, -1), digest, d, &err) != A3S_OK)
+    if (a3s_sandbox_grant(sb, spec, digest, d, &err) != A3S_OK)
+        return push_fail(L, err.msg);
+    lua_pushstring(L, d);
+    return 1;
+}
+
+/* sb:grant_set(grants [, { digest = "<approved>" }]) -> approval digest | nil, err.
+ * `grants` is a list of "HOST[:PORT]" strings and/or { host =, port = } tables; it
+ * replaces every grant held, and the digest, when given, must approve exactly this set. */
+static int l_grant_set(lua_State *L)
+{
+    static const char *const keys[] = {"digest", NULL};
+    static const char *const entry_keys[] = {"host", "port", NULL};
+    a3s_sandbox *sb = check_sb(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *digest = NULL;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        check_keys(L, 3, "grant_set", keys);
+        digest = opt_string_field(L, 3, "digest", NULL);
+    }
+    lua_settop(L, 3);
+    /* A list and nothing else: an approval slipped into it (grant_set{ ..., digest = d })
+     * would otherwise go unchecked. */
+    lua_Unsigned n = lua_rawlen(L, 2), count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        lua_pop(L, 1);
+        count++;
+    }
+    if (count != n)
+        return luaL_error(L, "grant_set: the grants must be a list (options go in the second "
+                             "argument)");
+    a3s_error err = {0};
+    char d[65];
+    if (n > A3S_MAX_GRANTS) {
+        /* Refused by the library before it reads any spec: the same message everywhere. */
+        (void)a3s_sandbox_grant_set(sb, NULL, (size_t)n, digest, d, &err);
+        return push_fail(L, err.msg);
+    }
+    luaL_checkstack(L, (int)n + 8, "grant_set: too many grants");
+    /* The spec strings stay on the stack above this array while the library reads them. */
+    const char **specs = lua_newuserdatauv(L, (n ? n : 1) * sizeof *specs, 0);
+    for (lua_Unsigned i = 1; i <= n; i++) {
+        int t = lua_rawgeti(L, 2, (lua_Integer)i);
+        if (t == LUA_TSTRING) {
+            specs[i - 1] = lua_tostring(L, -1);
+        } else if (t == LUA_TTABLE) {
+            int e = lua_gettop(L);
+            check_keys(L, e, "grant_set", entry_keys);
+            specs[i - 1] = push_grant_spec(L, e, "grant_set");
+            lua_remove(L, e);
+        } else {
+            return luaL_error(L,
+                              "grant_set: entry %d must be a \"HOST[:PORT]\" string or a "
+                              "{ host =, port = } table, got %s",
+                              (int)i, luaL_typename(L, -1));
+        }
+    }
+    if (a3s_sandbox_grant_set(sb, specs, (size_t)n, digest, d, &err) != A3S_OK)
         return push_fail(L, err.msg);
     lua_pushstring(L, d);
     return 1;
@@ -508,7 +576,7 @@ static const luaL_Reg sandbox_methods[] = {
     {"probe", l_probe},   {"exec", l_exec},
     {"digest", l_digest}, {"plan", l_plan}, {"explain", l_explain},
     {"capabilities", l_capabilities}, {"replace_policy", l_replace_policy},
-    {"grant", l_grant},
+    {"grant", l_grant}, {"grant_set", l_grant_set},
     {"close", l_close},
     {NULL, NULL},
 };

@@ -697,6 +697,10 @@ static int fs_method(lua_State *L, enum a3s_fs_kind kind, const char *fname)
     a3s_error e;
     if (o.broaden && kind != A3S_FS_RW)
         luaL_error(L, "%s: option 'broaden' only applies to writable roots", fname);
+    /* A writable root is a declaration, never a host fact: the label must not dress up a
+     * widening as one (in plan/explain output, or to a reviewer). */
+    if (o.discovered && kind == A3S_FS_RW)
+        luaL_error(L, "%s: option 'discovered' does not apply to writable roots", fname);
     if (a3s_plan_add_fs(p, kind, path, o.optional, o.discovered, file, line, &e) < 0)
         return raise_plan_error(L, &e);
     p->fs[p->nfs - 1].broaden = o.broaden;
@@ -747,6 +751,8 @@ static int m_replace(lua_State *L)
     check_fs_opts(L, 4, "replace", &o);
     if (o.broaden && kind != A3S_FS_RW)
         luaL_error(L, "replace: option 'broaden' only applies to writable roots");
+    if (o.discovered && kind == A3S_FS_RW)
+        luaL_error(L, "replace: option 'discovered' does not apply to writable roots");
     size_t n = 0;
     for (size_t i = 0; i < p->nfs; i++) {
         a3s_fs_rule *r = &p->fs[i];

@@ -3,7 +3,7 @@
  * Canonical encoding (a3s_plan_version 1), the input of the digest:
  *   json_dumps(JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII) of
  *   {"a3s_plan_version":1, "name", "network":"none",
- *    "fs":[{"kind","path","optional"}...]          declared rules only, declaration order,
+ *    "fs":[{"kind","path","optional"}...]          every rule, declaration order,
  *    "protect_dirs","protect_files","secret_prefixes","scan_skip":[names...],
  *    "env":{"keep","keep_prefix","strip","strip_prefix":[names...],
  *           "set":[[name, value]...]},
@@ -20,8 +20,11 @@
  *     never used (it would rewrite every path);
  *   - env `set` values are split at ':' and each element is rewritten like a path
  *     (HOME=<scratch>/home, PATH=<scratch>/bin:/usr/bin).
- * Provenance, the policy source file, discovered rules and the roots themselves are not
- * part of it: moving a line in a policy or running in another workspace keeps the digest.
+ * Provenance, the policy source file, the `discovered` label and the roots themselves are
+ * not part of it: moving a line in a policy or running in another workspace keeps the
+ * digest. Discovered rules are encoded like any other: the digest is only taken of the
+ * evaluation against the neutral host, where nothing is host-derived, so whatever is in
+ * that plan is a declaration, and a label a policy author sets must not hide one.
  * Text that is not valid UTF-8 is encoded as {"base16":"<hex bytes>"} instead of a string
  * (lossless, and never equal to a string).
  * Errno values are written by name ("EPERM"), or as a number when the table has no name.
@@ -845,8 +848,6 @@ static json_t *canon_fs(const a3s_plan *p)
     json_t *a = json_array();
     for (size_t i = 0; a && i < p->nfs; i++) {
         const a3s_fs_rule *r = &p->fs[i];
-        if (r->discovered)
-            continue;
         json_t *o = json_object();
         bool ok = oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) == 0 &&
                   oset(o, "path", jsymbolic_path(p, r->path)) == 0 &&
@@ -872,8 +873,6 @@ static json_t *canon_env(const a3s_plan *p)
         oset(o, "strip_prefix", canon_names(&ep->strip_prefix)) < 0)
         goto fail;
     for (size_t i = 0; i < ep->nset; i++) {
-        if (ep->set[i].discovered)
-            continue; /* host-derived, like discovered fs rules */
         json_t *pair = json_array();
         bool ok = apush(pair, jtext(ep->set[i].name)) == 0 &&
                   apush(pair, jsymbolic_value(p, ep->set[i].value)) == 0;

@@ -39,7 +39,7 @@ typedef struct a3s_fs_rule {
     enum a3s_fs_kind kind;
     char *path;      /* clean absolute path */
     bool optional;   /* a missing path is skipped (else: error at enforcement) */
-    bool discovered; /* found by scanning/host env: excluded from the digest */
+    bool discovered; /* found by scanning/host facts: a label (plan, explain) only */
     bool broaden;    /* RW only: an explicit broadening declaration, which allows a
                         writable root outside the workspace and the scratch dir */
     a3s_prov prov;
@@ -47,7 +47,7 @@ typedef struct a3s_fs_rule {
 
 typedef struct a3s_kv {
     char *name, *value;
-    bool discovered; /* derived from host facts: excluded from the digest */
+    bool discovered; /* derived from host facts: a label (plan, explain) only */
     a3s_prov prov;
 } a3s_kv;
 
@@ -161,7 +161,7 @@ int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err);
  * path, valid env names, known syscalls, limits in range. */
 int a3s_plan_validate(const a3s_plan *p, a3s_error *err);
 
-/* Canonical JSON of the declarations (version, name, network, non-discovered fs rules
+/* Canonical JSON of the declarations (version, name, network, fs rules (discovered too)
  * with host roots written as ${workspace}/${scratch}/${home}/${tmp}, protected names,
  * secret prefixes, scan skips, env, seccomp, limits), keys sorted, no whitespace.
  * malloc'd; NULL on ENOMEM. */

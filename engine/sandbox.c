@@ -236,9 +236,12 @@ static int base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
     return 0;
 }
 
-/* The digest a grant is approved against: the policy's, and with grants, a hash over it
- * and the grants in canonical order (sorted "host:port" lines), so any grant change
- * changes it and an identical re-grant does not. */
+/* The approval digest: the policy's, and with grants, a hash over it and the normalized
+ * grant set, one "host:port" line per grant in canonical order ("a3s-grants-v1", the same
+ * text as before sets were bound). The port is the last ':' field, so lines are
+ * unambiguous even for IPv6 hosts. sb->grants is always kept sorted by cmp_grant and free
+ * of duplicates (only the grant functions below change it), so an approval covers a set:
+ * order-free, duplicates collapsed. */
 static int cmp_grant(const void *a, const void *b)
 {
     const a3s_grant *x = a, *y = b;
@@ -246,35 +249,96 @@ static int cmp_grant(const void *a, const void *b)
     return c ? c : (x->port > y->port) - (x->port < y->port);
 }
 
-static int policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
+static int approval_digest(a3s_sandbox *sb, const a3s_grant *g, size_t n, char out[65],
+                           a3s_error *err)
 {
     if (base_digest(sb, out, err) < 0)
         return -1;
-    if (!sb->ngrants)
-        return 0;
-    a3s_grant *sorted = malloc(sb->ngrants * sizeof *sorted);
-    if (!sorted)
+    if (!n)
+        return 0; /* no grants: the policy digest itself */
+    /* Bounded text: hosts hold at most A3S_GRANT_HOST_MAX bytes, ports 5 digits. */
+    size_t cap = sizeof "a3s-grants-v1\n" + 65 + n * (A3S_GRANT_HOST_MAX + 8);
+    char *text = malloc(cap);
+    if (!text)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    memcpy(sorted, sb->grants, sb->ngrants * sizeof *sorted);
-    qsort(sorted, sb->ngrants, sizeof *sorted, cmp_grant);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        free(sorted);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    }
-    fprintf(f, "a3s-grants-v1\n%s\n", out);
-    for (size_t i = 0; i < sb->ngrants; i++)
-        fprintf(f, "%s:%d\n", sorted[i].host, sorted[i].port);
-    free(sorted);
-    if (fclose(f) != 0) {
-        free(text);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    }
+    size_t len = (size_t)snprintf(text, cap, "a3s-grants-v1\n%s\n", out);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, "%s:%d\n", g[i].host, g[i].port);
     a3s_sha256_hex(text, len, out);
     free(text);
     return 0;
+}
+
+static int policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
+{
+    return approval_digest(sb, sb->grants, sb->ngrants, out, err);
+}
+
+/* Make `set` (sorted, distinct, owned: freed on failure) the sandbox's grants, but only
+ * when the approval, if given, is for exactly this set; otherwise nothing changes. */
+static int install_grants(a3s_sandbox *sb, a3s_grant *set, size_t n, const char *expected,
+                          char new_digest[65], a3s_error *err)
+{
+    char d[65];
+    if ((expected || new_digest) && approval_digest(sb, set, n, d, err) < 0) {
+        free(set);
+        return err ? err->code : A3S_ERR_POLICY;
+    }
+    if (expected && strcmp(expected, d) != 0) {
+        char base[65];
+        a3s_error berr;
+        bool bare = n && base_digest(sb, base, &berr) == 0 && !strcmp(expected, base);
+        free(set);
+        return a3s_fail(err, A3S_ERR_POLICY,
+                        "network grants not approved: the approved digest is %.64s, but the "
+                        "policy with this grant set (%zu grant%s) has digest %s; an approval "
+                        "covers the policy and the exact grant set%s; nothing changed",
+                        expected, n, n == 1 ? "" : "s", d,
+                        bare ? " (the approved digest is the policy's without grants)" : ""),
+               A3S_ERR_POLICY;
+    }
+    free(sb->grants);
+    sb->grants = set;
+    sb->ngrants = n;
+    if (new_digest)
+        memcpy(new_digest, d, 65);
+    return A3S_OK;
+}
+
+static int too_many_grants(size_t n, a3s_error *err)
+{
+    return a3s_fail(err, A3S_ERR_INVALID, "too many network grants: %zu, at most %d", n,
+                    A3S_MAX_GRANTS),
+           A3S_ERR_INVALID;
+}
+
+int a3s_sandbox_grant_set(a3s_sandbox *sb, const char *const *specs, size_t n,
+                          const char *expected_digest, char new_digest[65], a3s_error *err)
+{
+    /* Counted before anything is read, so an oversized request costs nothing. */
+    if (n > A3S_MAX_GRANTS)
+        return too_many_grants(n, err);
+    if (n && !specs)
+        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grants: none given"),
+               A3S_ERR_INVALID;
+    a3s_grant *set = NULL;
+    if (n && !(set = malloc(n * sizeof *set)))
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory"), A3S_ERR_INTERNAL;
+    for (size_t i = 0; i < n; i++)
+        if (a3s_grant_parse(specs[i], &set[i], err) < 0) {
+            free(set);
+            return err ? err->code : A3S_ERR_INVALID;
+        }
+    /* Normalize once: sort, then drop duplicates (n log n, no per-grant re-hash). */
+    size_t m = 0;
+    if (n) {
+        qsort(set, n, sizeof *set, cmp_grant);
+        m = 1;
+        for (size_t i = 1; i < n; i++)
+            if (cmp_grant(&set[m - 1], &set[i]) != 0)
+                set[m++] = set[i];
+    }
+    return install_grants(sb, set, m, expected_digest, new_digest, err);
 }
 
 int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_digest,
@@ -283,29 +347,30 @@ int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_di
     a3s_grant g;
     if (a3s_grant_parse(spec, &g, err) < 0)
         return err ? err->code : A3S_ERR_INVALID;
-    char cur[65];
-    if (policy_digest(sb, cur, err) < 0)
-        return err ? err->code : A3S_ERR_POLICY;
-    if (expected_digest && strcmp(expected_digest, cur) != 0)
-        return a3s_fail(err, A3S_ERR_POLICY,
-                        "stale grant %s: it was approved against policy digest %s, but the "
-                        "current policy digest is %s; nothing changed",
-                        spec, expected_digest, cur),
-               A3S_ERR_POLICY;
-    for (size_t i = 0; i < sb->ngrants; i++)
-        if (!strcmp(sb->grants[i].host, g.host) && sb->grants[i].port == g.port) {
-            if (new_digest)
-                memcpy(new_digest, cur, 65);
-            return A3S_OK; /* an identical re-grant changes nothing */
-        }
-    a3s_grant *n = realloc(sb->grants, (sb->ngrants + 1) * sizeof *n);
-    if (!n)
+    /* Where g goes in the sorted set, and whether it is there already. */
+    size_t lo = 0, hi = sb->ngrants;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_grant(&sb->grants[mid], &g) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool held = lo < sb->ngrants && cmp_grant(&sb->grants[lo], &g) == 0;
+    size_t n = sb->ngrants + !held;
+    if (n > A3S_MAX_GRANTS)
+        return too_many_grants(n, err);
+    /* The candidate set; an identical re-grant changes nothing, but is checked the same. */
+    a3s_grant *set = malloc(n * sizeof *set);
+    if (!set)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory"), A3S_ERR_INTERNAL;
-    sb->grants = n;
-    sb->grants[sb->ngrants++] = g;
-    if (new_digest && policy_digest(sb, new_digest, err) < 0)
-        return err ? err->code : A3S_ERR_POLICY;
-    return A3S_OK;
+    if (sb->ngrants)
+        memcpy(set, sb->grants, sb->ngrants * sizeof *set);
+    if (!held) {
+        memmove(set + lo + 1, set + lo, (sb->ngrants - lo) * sizeof *set);
+        set[lo] = g;
+    }
+    return install_grants(sb, set, n, expected_digest, new_digest, err);
 }
 
 a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)

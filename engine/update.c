@@ -1,6 +1,7 @@
 /* Monotonic policy updates: is a new plan broader than the current one, field by field?
- * Host-derived (discovered) entries are facts of the host, not of the policy, and are
- * ignored; both plans must have been evaluated against the same context. */
+ * Both plans must have been evaluated against the same context: host-derived rules then
+ * appear in both alike, and every difference is the policies'. `discovered` is only a
+ * label, so it exempts nothing: a discovered widening is a widening. */
 #include "update.h"
 
 #include <stdio.h>
@@ -12,7 +13,7 @@
 static bool has_fs(const a3s_plan *p, enum a3s_fs_kind kind, const char *path)
 {
     for (size_t i = 0; i < p->nfs; i++)
-        if (!p->fs[i].discovered && p->fs[i].kind == kind && !strcmp(p->fs[i].path, path))
+        if (p->fs[i].kind == kind && !strcmp(p->fs[i].path, path))
             return true;
     return false;
 }
@@ -22,8 +23,7 @@ static bool within_kind(const a3s_plan *p, const char *path, enum a3s_fs_kind k1
                         enum a3s_fs_kind k2)
 {
     for (size_t i = 0; i < p->nfs; i++)
-        if (!p->fs[i].discovered && (p->fs[i].kind == k1 || p->fs[i].kind == k2) &&
-            a3s_path_within(path, p->fs[i].path))
+        if ((p->fs[i].kind == k1 || p->fs[i].kind == k2) && a3s_path_within(path, p->fs[i].path))
             return true;
     return false;
 }
@@ -39,8 +39,7 @@ static bool has_name(const a3s_name_list *l, const char *name, bool nocase)
 static bool has_set(const a3s_env_plan *e, const a3s_kv *kv)
 {
     for (size_t i = 0; i < e->nset; i++)
-        if (!e->set[i].discovered && !strcmp(e->set[i].name, kv->name) &&
-            !strcmp(e->set[i].value, kv->value))
+        if (!strcmp(e->set[i].name, kv->name) && !strcmp(e->set[i].value, kv->value))
             return true;
     return false;
 }
@@ -89,7 +88,7 @@ bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, siz
      * protection or mask broadens. */
     for (size_t i = 0; i < next->nfs; i++) {
         const a3s_fs_rule *r = &next->fs[i];
-        if (r->discovered || has_fs(cur, r->kind, r->path))
+        if (has_fs(cur, r->kind, r->path))
             continue;
         if (r->kind == A3S_FS_RW && !within_kind(cur, r->path, A3S_FS_RW, A3S_FS_RW))
             BROADENS("adds writable root %s", r->path);
@@ -98,7 +97,7 @@ bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, siz
     }
     for (size_t i = 0; i < cur->nfs; i++) {
         const a3s_fs_rule *r = &cur->fs[i];
-        if (r->discovered || r->kind == A3S_FS_RW || r->kind == A3S_FS_RO)
+        if (r->kind == A3S_FS_RW || r->kind == A3S_FS_RO)
             continue;
         if (!has_fs(next, r->kind, r->path))
             BROADENS("removes %s rule %s", a3s_fs_kind_name(r->kind), r->path);
@@ -121,10 +120,10 @@ bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, siz
                       "env strip prefix", why, n))
         return true;
     for (size_t i = 0; i < next->env.nset; i++)
-        if (!next->env.set[i].discovered && !has_set(&cur->env, &next->env.set[i]))
+        if (!has_set(&cur->env, &next->env.set[i]))
             BROADENS("sets env %s to a new value", next->env.set[i].name);
     for (size_t i = 0; i < cur->env.nset; i++)
-        if (!cur->env.set[i].discovered && !has_set(&next->env, &cur->env.set[i]))
+        if (!has_set(&next->env, &cur->env.set[i]))
             BROADENS("no longer sets env %s", cur->env.set[i].name);
 
     /* Seccomp: fewer denials, more socket families, weaker switches. */

@@ -12,8 +12,8 @@
  * secret prefix; a new scan skip; more env kept or less stripped; any change of an env
  * value set; a removed syscall denial, a new socket family, a weaker seccomp switch; a
  * raised deadline/output/open-files/core limit. `why` gets the first broadening found
- * ("adds writable root /x"). Discovered (host-derived) entries are ignored: evaluate both
- * plans against the same context. */
+ * ("adds writable root /x"). Discovered (host-derived) entries count like any other, so
+ * evaluate both plans against the same context (their host-derived rules then agree). */
 bool a3s_plan_broadens(const a3s_plan *cur, const a3s_plan *next, char *why, size_t n);
 
 #endif

@@ -134,7 +134,9 @@ char *a3s_result_json(const a3s_result *r);
 /* Run the marker command through the real boundary; A3S_OK when it works. */
 int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err);
 
-/* Policy digest (64 lower-case hex + NUL). */
+/* The approval digest (64 lower-case hex + NUL): the policy digest while the sandbox
+ * holds no grants; with grants, a hash over the policy digest and the normalized grant set
+ * (see a3s_sandbox_grant_set). It is what an operator approves. */
 int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
 /* Frozen plan / capability report as JSON text (malloc'd); NULL and err on failure. */
 char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err);
@@ -143,12 +145,32 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
  * it (malloc'd); NULL and err on failure. */
 char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
 
-/* Grant mediated network access to one exact origin, "HOST" or "HOST:PORT" (SPEC §6).
- * When expected_digest is given it must equal the current policy digest (the one the
- * grant was approved against), else the grant is refused as stale (A3S_ERR_POLICY, the
- * message names both digests) and nothing changes. The digest changes with every new
- * grant; an identical re-grant changes nothing. new_digest (may be NULL) receives the
- * digest after the grant. */
+/* The most network grants a sandbox holds, and the most specs one grant set may list. */
+#define A3S_MAX_GRANTS 256
+
+/* Network grants (SPEC §6): each opens mediated access to one exact origin, "HOST",
+ * "HOST:PORT", "[V6]" or "[V6]:PORT" (no port: any port). A grant set is normalized: hosts
+ * lower-cased, IPv6 literals canonical and without brackets; order does not matter and
+ * duplicates collapse.
+ *
+ * An approval covers the policy and the exact grant set: when expected_digest is given it
+ * must equal the approval digest of the policy with the grant set that the call would
+ * leave (what a3s_sandbox_digest returns afterwards, and what `a3s-sandbox digest --grant
+ * ...` prints for the same set), else the call is refused with A3S_ERR_POLICY, the message
+ * naming both digests, and nothing changes. An approval is therefore never valid for any
+ * other grant set, and the policy digest alone approves no grant. new_digest (may be
+ * NULL) receives the approval digest after the call.
+ *
+ * a3s_sandbox_grant_set replaces the sandbox's grants with exactly specs[0..n) (n may be 0:
+ * no grants). More than A3S_MAX_GRANTS specs are refused before any is read; an invalid
+ * spec refuses the whole set (A3S_ERR_INVALID, nothing changes). Use it to check one
+ * approval of several grants.
+ *
+ * a3s_sandbox_grant adds one grant to the set held; expected_digest is checked against
+ * the set with it (an identical re-grant leaves the set, and its digest, as they are).
+ * A grant that would make the set larger than A3S_MAX_GRANTS is refused. */
+int a3s_sandbox_grant_set(a3s_sandbox *sb, const char *const *specs, size_t n,
+                          const char *expected_digest, char new_digest[65], a3s_error *err);
 int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_digest,
                       char new_digest[65], a3s_error *err);
 

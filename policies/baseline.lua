@@ -5,8 +5,9 @@ Every rule is declared in this file, so each rule's provenance ("from" in
 `a3s-sandbox plan`) is a line below; lib/ only holds lists and host lookups.
 
 Rules that depend on host facts (PATH, toolchains, symlinks, env-configured
-credentials) are marked `discovered`: they are enforced but left out of the digest,
-so the same policy has the same digest on every host.
+credentials) are labelled `discovered`. They never reach the digest, which is taken of
+an evaluation against a neutral host where every host query answers "absent", so the
+same policy has the same digest on every host.
 
 A derived policy starts from this one:
     local plan = a3s.extend("baseline", "my-policy")

@@ -31,7 +31,8 @@ local caches = {
 }
 
 -- Declared only on hosts that have them, on their canonical path (the backend refuses
--- rules on symlinks): host facts, so `discovered` keeps them out of the digest. Skipped
+-- rules on symlinks): host facts, labelled `discovered` (the neutral host of the digest
+-- has no such caches, so they are not in it; replace_policy counts them). Skipped
 -- like the baseline's re-exposures: paths already declared, and caches inside the
 -- workspace or the scratch dir (visible and writable there already).
 local exposed = {}

@@ -35,8 +35,10 @@ static const char usage_text[] =
     "  -c COMMAND               run COMMAND with the trusted bash\n"
     "      --json               print one JSON result object on stdout\n"
     "      --audit FILE         append JSON-lines audit events of the run to FILE\n"
-    "      --grant HOST[:PORT]  mediated network access to exactly this origin (repeatable)\n"
-    "      --grant-digest HEX   the policy digest the grants were approved against\n"
+    "      --grant HOST[:PORT]  mediated network access to exactly this origin (repeatable,\n"
+    "                           at most 256)\n"
+    "      --grant-digest HEX   the approved digest of the policy with exactly these grants\n"
+    "                           (what `digest --grant ...` prints for them)\n"
     "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
     "      --allow-host-root    (root callers) run the command as host uid 0 where it cannot\n"
     "                           run under the unprivileged mapped id\n"
@@ -288,17 +290,17 @@ int main(int argc, char **argv)
         }
         return fail("cannot create the sandbox", &err);
     }
-    /* Grants, approved against the digest of the policy without them (--grant-digest):
-     * a stale approval refuses everything, nothing runs. */
-    for (size_t i = 0; i < c.ngrants; i++)
-        if (a3s_sandbox_grant(sb, c.grants[i], i == 0 ? c.grant_digest : NULL, NULL, &err) !=
-            A3S_OK) {
-            fprintf(stderr, "a3s-sandbox: --grant %s: %s\n", c.grants[i], err.msg);
-            a3s_sandbox_free(sb);
-            free(c.env);
-            free(c.grants);
-            return EXIT_REFUSED;
-        }
+    /* The grants as one set, checked against --grant-digest as a whole: the approval
+     * covers the policy and exactly these grants (what `digest --grant ...` prints), so
+     * one approval never runs another grant set. Anything else refuses; nothing runs. */
+    if (c.ngrants &&
+        a3s_sandbox_grant_set(sb, c.grants, c.ngrants, c.grant_digest, NULL, &err) != A3S_OK) {
+        fprintf(stderr, "a3s-sandbox: --grant: %s\n", err.msg);
+        a3s_sandbox_free(sb);
+        free(c.env);
+        free(c.grants);
+        return EXIT_REFUSED;
+    }
     if (a3s_sandbox_fallback_reason(sb))
         fprintf(stderr,
                 "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "

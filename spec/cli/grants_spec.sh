@@ -2,7 +2,8 @@
 # Network grants end to end (reference §6.10, §6.16; SPEC §6): the command reaches one
 # granted origin through the relay and the host mediator, and nothing else: denied
 # CONNECTs never reach the upstream, raw TCP has no route, AF_UNIX is denied, wildcard and
-# malformed grants are refused, stale approvals refuse the run, digests move with grants.
+# malformed grants are refused, stale approvals refuse the run, digests move with grants,
+# an approval digest binds the exact grant set, and at most 256 grants are accepted.
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 
@@ -43,14 +44,66 @@ run_cli digest -w "$ws" --grant "127.0.0.1:$port"; granted=$OUT
 run_cli digest -w "$ws" --grant "127.0.0.1:$port" --grant "127.0.0.1:$port"; twice=$OUT
 check "a grant changes the digest" test "$granted" != "$base"
 check "an identical re-grant changes nothing" eq "$twice" "$granted"
-run_cli -w "$ws" --grant "127.0.0.1:$port" --grant-digest "$base" -- true
-check "a grant approved against the current digest runs" eq "$RC" 0
 stale=0000000000000000000000000000000000000000000000000000000000000000
 run_cli -w "$ws" --grant "127.0.0.1:$port" --grant-digest "$stale" -c "touch $ws/stale-ran"
 check "stale approval: refused (125)" eq "$RC" 125
 check "stale approval: names both digests" contains "$ERR" "$stale"
-check "stale approval: names the current digest" contains "$ERR" "$base"
+check "stale approval: names the current digest for this grant set" contains "$ERR" "$granted"
 check "stale approval: nothing ran" test ! -e "$ws/stale-ran"
+
+# The approval digest covers the policy and the exact grant set: what `digest --grant ...`
+# prints is what `run` with the same grants accepts (any order, duplicates and spellings
+# collapsed), and an approval is never replayed with another grant set.
+run_cli -w "$ws" --grant "127.0.0.1:$port" --grant-digest "$granted" -- true
+check "the digest printed for a grant approves exactly that grant" eq "$RC" 0
+run_cli -w "$ws" --grant "127.0.0.1:$port" --grant-digest "$base" -c "touch $ws/base-ran"
+check "the policy digest alone approves no grant (125)" eq "$RC" 125
+check "policy digest replayed: names the approved digest" contains "$ERR" "$base"
+check "policy digest replayed: names the digest of this grant set" contains "$ERR" "$granted"
+check "policy digest replayed: nothing ran" test ! -e "$ws/base-ran"
+run_cli digest -w "$ws" --grant 127.0.0.1; anyport=$OUT
+run_cli -w "$ws" --grant 127.0.0.1 --grant-digest "$granted" -c "touch $ws/replay-ran"
+check "approval replayed for every port of 127.0.0.1: refused (125)" eq "$RC" 125
+check "every-port replay: names the approved digest" contains "$ERR" "$granted"
+check "every-port replay: names the digest of this grant set" contains "$ERR" "$anyport"
+run_cli digest -w "$ws" --grant "127.0.0.1:$port" --grant example.org:443; two=$OUT
+run_cli -w "$ws" --grant "127.0.0.1:$port" --grant example.org:443 --grant-digest "$granted" \
+  -c "touch $ws/replay-ran"
+check "approval replayed with one more grant: refused (125)" eq "$RC" 125
+check "extra-grant replay: names the approved digest" contains "$ERR" "$granted"
+check "extra-grant replay: names the digest of this grant set" contains "$ERR" "$two"
+run_cli -w "$ws" --grant example.org:443 --grant-digest "$two" -c "touch $ws/replay-ran"
+check "approval of two grants replayed with one of them: refused (125)" eq "$RC" 125
+check "nothing ran on any replay" test ! -e "$ws/replay-ran"
+run_cli digest -w "$ws" --grant example.org:443 --grant "127.0.0.1:$port"; rev=$OUT
+check "the approval digest is order-free" eq "$rev" "$two"
+run_cli digest -w "$ws" --grant EXAMPLE.org:443 --grant "127.0.0.1:$port" --grant example.org:443
+check "duplicates and host case collapse" eq "$OUT" "$two"
+run_cli -w "$ws" --grant example.org:443 --grant "127.0.0.1:$port" --grant-digest "$two" -- true
+check "digest --grant X --grant Y approves run --grant Y --grant X" eq "$RC" 0
+run_cli digest -w "$ws" --grant '[0:0::1]:8080'; v6a=$OUT
+run_cli digest -w "$ws" --grant '[::1]:8080'; v6b=$OUT
+check "IPv6 literals are normalized" eq "$v6a" "$v6b"
+run_cli -w "$ws" --grant '[::1]:8080' --grant-digest "$v6a" -- true
+check "a normalized IPv6 grant runs with its approval" eq "$RC" 0
+
+# At most 256 grants; more are refused before anything runs (and quickly: the set is
+# sorted once, not re-hashed per grant).
+many=()
+for i in $(seq 257); do many+=(--grant "h$i.example.com:443"); done
+run_cli digest -w "$ws" "${many[@]}"
+check "257 grants: digest refused (125)" eq "$RC" 125
+check "257 grants: the message names the cap" contains "$ERR" "at most 256"
+run_cli digest -w "$ws" "${many[@]:2}"
+check "256 grants: accepted" eq "$RC" 0
+run_cli -w "$ws" "${many[@]}" -c "touch $ws/many-ran"
+check "257 grants: run refused (125)" eq "$RC" 125
+huge=()
+for i in $(seq 20000); do huge+=(--grant "h$i.example.com"); done
+run_cli -w "$ws" "${huge[@]}" -c "touch $ws/many-ran"
+check "20000 grants: run refused (125)" eq "$RC" 125
+check "20000 grants: the message names the cap" contains "$ERR" "at most 256"
+check "too many grants: nothing ran" test ! -e "$ws/many-ran"
 for bad in '*' '*.example.com' 'api.*.com' 'a b' 'a/b' 'user@host' 'host:0' 'host:99999'; do
   run_cli -w "$ws" --grant "$bad" -c "touch $ws/bad-ran"
   check "malformed or wildcard grant '$bad' refused" eq "$RC" 125

@@ -85,6 +85,50 @@ function TestDigest:test_any_rule_change_changes_it()
   end
 end
 
+-- `discovered = true` labels host-derived rules; it excludes nothing from the digest. On
+-- the neutral host every host query answers "absent", so whatever a policy still declares
+-- there is a declaration, and a widening one must change the digest.
+local function policy_file(dir, name, lines)
+  local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+  f:write('local plan = a3s.extend("baseline", "baseline")\n', lines, "\nreturn plan\n")
+  f:close()
+  return dir .. "/" .. name .. ".lua"
+end
+
+function TestDigest:test_discovered_declarations_are_in_it()
+  local pol = tmpdir()
+  local base = digest("baseline")
+  local seen = { [base] = "baseline" }
+  for i, change in ipairs{
+    'plan:read_only("/opt", { optional = true, discovered = true })',
+    'plan:replace(ctx.home, "read_only", { optional = true, discovered = true })',
+    'plan:replace("/etc/shadow", "read_only", { optional = true, discovered = true })',
+    'plan:env_set("A3S_SPEC_X", "/opt/x", { discovered = true })',
+    'plan:hide("/srv", { optional = true, discovered = true })',
+  } do
+    local d = digest(policy_file(pol, "d" .. i, change))
+    lu.assertNil(seen[d], change .. " gave the same digest as " .. tostring(seen[d]))
+    seen[d] = change
+  end
+  -- The label itself changes no enforcement, so it does not change the digest either.
+  lu.assertEquals(digest(policy_file(pol, "plain", 'plan:read_only("/opt", { optional = true })')),
+    digest(policy_file(pol, "label", 'plan:read_only("/opt", { optional = true, discovered = true })')))
+end
+
+function TestDigest:test_a_discovered_writable_root_is_refused()
+  local pol = tmpdir()
+  for i, change in ipairs{
+    'plan:writable("/opt", { broaden = true, discovered = true })',
+    'plan:writable(ctx.workspace .. "/out", { optional = true, discovered = true })',
+    'plan:replace(ctx.home, "writable", { broaden = true, discovered = true })',
+  } do
+    local sb, err = sandbox.new{ workspace = tmpdir(), policy = policy_file(pol, "w" .. i, change) }
+    lu.assertNil(sb, change .. " was accepted")
+    lu.assertStrContains(err, "discovered")
+    lu.assertStrContains(err, "writable")
+  end
+end
+
 function TestDigest:test_provenance_is_not_part_of_it()
   local pol = tmpdir()
   local f = assert(io.open(pol .. "/moved.lua", "w"))

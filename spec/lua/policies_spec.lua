@@ -188,7 +188,7 @@ function TestPolicies:test_offline_build()
     line_of(file, "plan:limits"),
     "read_only",
     line_of(file, "plan:read_only(dir"),
-    "true", -- discovered: a host fact, left out of the digest
+    "true", -- discovered: labelled a host fact (the neutral host of the digest has none)
     "",
   }, out)
   lu.assertEquals(read_file(home .. "/.cache/pip/marker"), "pip-cache-marker")

@@ -68,6 +68,50 @@ return plan
   lu.assertNotEquals(self.sb:digest(), digest, "the declaration is in the digest")
 end
 
+-- `discovered = true` hides no broadening: both policies are evaluated against this
+-- host, so host-derived rules appear in both and only what the policies change differs.
+function TestUpdate:test_discovered_broadenings_are_refused()
+  for i, t in ipairs{
+    { 'plan:read_only("/opt", { optional = true, discovered = true })',
+      "adds read-only exposure /opt" },
+    { 'plan:replace(ctx.home, "read_only", { optional = true, discovered = true })',
+      "adds read-only exposure" },
+    { 'plan:replace("/etc/shadow", "read_only", { optional = true, discovered = true })',
+      "adds read-only exposure /etc/shadow" },
+    { 'plan:env_set("A3S_SPEC_X", "/opt/x", { discovered = true })',
+      "sets env A3S_SPEC_X" },
+  } do
+    local file = self.pol .. "/disc" .. i .. ".lua"
+    write(file, 'local plan = a3s.extend("baseline", "disc")\n' .. t[1] .. "\nreturn plan\n")
+    local digest = self.sb:digest()
+    local ok, err = self.sb:replace_policy(file, { allow_broadening = false })
+    lu.assertNil(ok, t[1] .. " was accepted as not broader")
+    lu.assertStrContains(err, "broadens")
+    lu.assertStrContains(err, t[2])
+    lu.assertEquals(self.sb:digest(), digest, "refused update leaves the policy as it was")
+  end
+  -- With the explicit opt-in it is accepted, and it is in the digest.
+  local digest = self.sb:digest()
+  local ok, err = self.sb:replace_policy(self.pol .. "/disc1.lua", { allow_broadening = true })
+  lu.assertTrue(ok, err)
+  lu.assertNotEquals(self.sb:digest(), digest)
+end
+
+function TestUpdate:test_a_discovered_writable_root_is_refused()
+  write(self.pol .. "/optrw.lua", [[
+local plan = a3s.extend("baseline", "optrw")
+plan:writable("/opt", { broaden = true, discovered = true })
+return plan
+]])
+  local digest = self.sb:digest()
+  local ok, err = self.sb:replace_policy(self.pol .. "/optrw.lua", { allow_broadening = false })
+  lu.assertNil(ok)
+  lu.assertStrContains(err, "discovered")
+  lu.assertEquals(self.sb:digest(), digest)
+  local r = assert(self.sb:exec("touch /opt/a3s-update-spec 2>/dev/null && echo wrote || echo ro"))
+  lu.assertEquals(r.stdout, "ro\n", "/opt is not writable")
+end
+
 function TestUpdate:test_each_direction_needs_its_own_opt_in()
   local ok, err = self.sb:replace_policy(self.pol .. "/wider.lua")
   lu.assertNil(ok)

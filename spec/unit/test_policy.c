@@ -462,10 +462,23 @@ static void test_baseline(void)
     ok(kn && kn->prov.file && ends_with(kn->prov.file, "baseline.lua"),
        "env list provenance is the baseline line that declared it");
 
-    /* Digest: host facts are discovered, so another host gives the same digest. */
+    /* Digest: taken of the evaluation against the neutral host (no host facts at all;
+     * discovered rules are not exempt from it), so another workspace, home and PATH give
+     * the same digest. */
     char d1[65], d2[65];
-    ok(a3s_plan_digest(p, d1, &err) == 0, "digest computed");
+    a3s_policy_ctx c1 = ctx;
+    c1.neutral = true;
+    a3s_plan *p1 = eval_name("baseline", &c1, &err);
+    ok(p1 && a3s_plan_digest(p1, d1, &err) == 0, "digest computed");
+    size_t ndisc = 0;
+    for (size_t i = 0; p1 && i < p1->nfs; i++)
+        ndisc += p1->fs[i].discovered;
+    for (size_t i = 0; p1 && i < p1->env.nset; i++)
+        ndisc += p1->env.set[i].discovered;
+    ok(p1 && ndisc == 0, "the neutral host has no host facts: no discovered rule (%zu)", ndisc);
+    a3s_plan_free(p1);
     a3s_policy_ctx c2 = ctx;
+    c2.neutral = true;
     const char *env2[] = {"PATH=/usr/local/bin:/bin", NULL};
     char ws2[PATH_MAX], home2[PATH_MAX];
     sub(ws2, base_dir, "outside");
@@ -695,6 +708,15 @@ static void test_errors(void)
     expect_fail("non-boolean fs option",
                 "local p = a3s.plan('x') p:hide('/x', { optional = 1 }) return p",
                 "must be a boolean");
+    /* A writable root is never a host fact: the label must not travel with a widening. */
+    expect_fail("discovered writable root",
+                "local p = a3s.plan('x') p:writable('/opt', { broaden = true, discovered = true })"
+                " return p",
+                "writable: option 'discovered' does not apply to writable roots");
+    expect_fail("replace into a discovered writable root",
+                "local p = a3s.plan('x') p:hide('/opt') "
+                "p:replace('/opt', 'writable', { broaden = true, discovered = true }) return p",
+                "replace: option 'discovered' does not apply to writable roots");
     expect_fail("unknown network mode", "local p = a3s.plan('x') p:network('host') return p",
                 "unknown network mode");
     expect_fail("unknown errno", "local p = a3s.plan('x') p:seccomp_deny({ 'bpf' }, 'EWHAT') return p",

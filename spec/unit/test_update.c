@@ -1,5 +1,5 @@
-/* Unit tests of engine/update.c: every broadening is caught, with its reason; every
- * narrowing and host-derived difference passes. */
+/* Unit tests of engine/update.c: every broadening is caught, with its reason, whether or
+ * not its rule is labelled discovered; every narrowing passes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +86,12 @@ static void n_add_strip(a3s_plan *p) { a3s_plan_add_name(&p->env.strip, "NODE_OP
 static void n_add_deny(a3s_plan *p) { a3s_plan_seccomp_deny(p, "ptrace", EPERM, "d.lua", 1, NULL); }
 static void n_limits_down(a3s_plan *p) { p->limits.timeout_ms = 1000; p->limits.output_bytes = 4096; }
 static void n_scan_limits(a3s_plan *p) { p->limits.scan_depth = 8; p->limits.scan_entries = 10; }
-static void n_discovered(a3s_plan *p) { a3s_plan_add_fs(p, A3S_FS_RO, "/opt/tool", true, true, NULL, 0, NULL); }
+/* `discovered` is a label: a discovered widening is a widening all the same. */
+static void m_add_ro_discovered(a3s_plan *p) { a3s_plan_add_fs(p, A3S_FS_RO, "/opt/tool", true, true, NULL, 0, NULL); }
+static void m_add_rw_discovered(a3s_plan *p) { a3s_plan_add_fs(p, A3S_FS_RW, "/opt", false, true, NULL, 0, NULL); p->fs[p->nfs - 1].broaden = true; }
+static void m_hide_to_ro_discovered(a3s_plan *p) { p->fs[2].kind = A3S_FS_RO; p->fs[2].discovered = true; }
+static void m_add_set_discovered(a3s_plan *p) { a3s_plan_env_set(p, "LD_PRELOAD", "/x.so", "d.lua", 1, NULL); p->env.set[p->env.nset - 1].discovered = true; }
+static void n_undiscovered(a3s_plan *p) { p->fs[5].discovered = false; }
 static void n_errno(a3s_plan *p) { p->seccomp.deny[0].errnum = ENOSYS; }
 static void n_prov(a3s_plan *p) { p->fs[0].prov.line = 99; }
 
@@ -119,6 +124,10 @@ int main(void)
         {m_output_up, "raises limit output_bytes"},
         {m_nofile_up, "raises limit nofile"},
         {m_core_up, "raises limit core_bytes"},
+        {m_add_ro_discovered, "adds read-only exposure /opt/tool"},
+        {m_add_rw_discovered, "adds writable root /opt"},
+        {m_hide_to_ro_discovered, "adds read-only exposure /home/u"},
+        {m_add_set_discovered, "sets env LD_PRELOAD to a new value"},
     };
     /* The base has socketpair_unix true by default: start that case from false. */
     for (size_t i = 0; i < sizeof broad / sizeof broad[0]; i++) {
@@ -146,7 +155,7 @@ int main(void)
         {n_add_deny, "an extra syscall denial"},
         {n_limits_down, "lower deadline and output budget"},
         {n_scan_limits, "scan limits changed"},
-        {n_discovered, "a host-derived (discovered) rule"},
+        {n_undiscovered, "the same rule, no longer labelled discovered"},
         {n_errno, "a different errno for a denial"},
         {n_prov, "only provenance moved"},
     };
@@ -155,6 +164,27 @@ int main(void)
         char why[256];
         bool b = a3s_plan_broadens(cur, next, why, sizeof why);
         ok(!b, "not broader: %s%s%s", narrow[i].what, b ? " -- got: " : "", b ? why : "");
+        a3s_plan_free(cur);
+        a3s_plan_free(next);
+    }
+
+    /* Dropping a protective rule broadens, discovered or not. */
+    {
+        a3s_plan *cur = base(NULL), *next = base(NULL);
+        a3s_plan_add_fs(cur, A3S_FS_MASK, "/etc/gshadow", true, true, NULL, 0, NULL);
+        a3s_plan_env_set(next, "GOPROXY", "off", "d.lua", 1, NULL);
+        a3s_plan_env_set(cur, "GOPROXY", "off", "d.lua", 1, NULL);
+        cur->env.set[cur->env.nset - 1].discovered = true;
+        char why[256];
+        bool b = a3s_plan_broadens(cur, next, why, sizeof why);
+        ok(b && strstr(why, "removes mask rule /etc/gshadow"),
+           "dropping a discovered mask broadens (got '%s')", b ? why : "not broader");
+        a3s_plan_free(next);
+        next = base(NULL);
+        a3s_plan_add_fs(next, A3S_FS_MASK, "/etc/gshadow", true, false, NULL, 0, NULL);
+        b = a3s_plan_broadens(cur, next, why, sizeof why);
+        ok(b && strstr(why, "no longer sets env GOPROXY"),
+           "dropping a discovered env value broadens (got '%s')", b ? why : "not broader");
         a3s_plan_free(cur);
         a3s_plan_free(next);
     }
