@@ -144,7 +144,9 @@ for _ in $(seq 600); do [ -e "$ready" ] && break; sleep 0.1; done
 check "killed run: the tree was built before the kill" test -e "$ready"
 { kill -KILL "$cli"; wait "$cli"; } 2>/dev/null # (quiet: bash reports the killed job)
 hung=$(head -n 1 "$ws/hang.out")
-check "killed run: its scratch dir was left behind (as expected)" test -d "$hung"
+# (Whether it is still there now is not asserted: any concurrent run of this user sweeps
+# the shared state records, and may have removed it already.)
+check "killed run: it told us its scratch dir" test -n "$hung"
 scratch_run "$tmp" none
 check "sweep: the next run succeeded" eq "$RC" "0"
 check "sweep: the killed run's 3000-deep scratch dir is gone" gone "$hung"
