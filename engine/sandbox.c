@@ -48,6 +48,7 @@ extern char **environ;
 struct a3s_sandbox {
     char *workspace, *bwrap, *shell, *home, *tmp;
     int ws_fd; /* the workspace, opened once (wspath.h): every later use goes through it */
+    a3s_strv approved_broaden; /* broadening roots of the neutral evaluation (the digest's) */
     struct stat ws_st;
     /* Root callers: the command runs under an unprivileged host id (rootid.h), unless
      * host root was allowed and that id is not available here. */
@@ -186,6 +187,7 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     a3s_policy_src_free(&sb->src);
     a3s_strv_free(&sb->search_path);
     a3s_strv_free(&sb->host_env);
+    a3s_strv_free(&sb->approved_broaden);
     free(sb);
 }
 
@@ -226,6 +228,12 @@ static int base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
         if (!p)
             return -1;
         int rc = a3s_plan_digest(p, sb->digest, err);
+        /* The broadening roots the digest covers, for the check at each run. */
+        a3s_strv_free(&sb->approved_broaden);
+        for (size_t i = 0; rc == 0 && i < p->nfs; i++)
+            if (p->fs[i].kind == A3S_FS_RW && p->fs[i].broaden &&
+                a3s_strv_push(&sb->approved_broaden, p->fs[i].path) < 0)
+                rc = a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
         a3s_plan_free(p);
         if (rc < 0) {
             sb->digest[0] = '\0';
@@ -606,6 +614,45 @@ static void prepared_free(prepared *pp)
     pp->scratch = NULL;
 }
 
+/* A broadening root of this run's plan must be one the digest covers: a policy could
+ * otherwise declare one only on hosts where a query says so, and the approval of its
+ * digest (computed where every query answers "absent") would not show it. Host roots are
+ * compared in their neutral spelling. */
+static int check_broadening_approved(a3s_sandbox *sb, const a3s_plan *p, a3s_error *err)
+{
+    char d[65];
+    if (base_digest(sb, d, err) < 0)
+        return -1;
+    const char *roots[4][2] = {{sb->workspace, NEUTRAL "/workspace"},
+                               {p->scratch, NEUTRAL "/scratch"},
+                               {sb->home, NEUTRAL "/home"},
+                               {sb->tmp, NEUTRAL "/tmp"}};
+    for (size_t i = 0; i < p->nfs; i++) {
+        const a3s_fs_rule *r = &p->fs[i];
+        if (r->kind != A3S_FS_RW || !r->broaden)
+            continue;
+        char *sym = NULL;
+        for (int k = 0; k < 4 && !sym; k++) {
+            const char *root = roots[k][0];
+            if (root && a3s_path_within(r->path, root) &&
+                asprintf(&sym, "%s%s", roots[k][1], r->path + strlen(root)) < 0)
+                return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        }
+        /* Written literally, or through a host root (ctx.home .. "/x"). */
+        bool ok = false;
+        for (size_t j = 0; j < sb->approved_broaden.n && !ok; j++)
+            ok = !strcmp(sb->approved_broaden.v[j], r->path) ||
+                 (sym && !strcmp(sb->approved_broaden.v[j], sym));
+        free(sym);
+        if (!ok)
+            return a3s_fail(err, A3S_ERR_POLICY,
+                            "policy %s declares the writable root %s only on this host (a "
+                            "host query decided it): its digest does not cover it, refused",
+                            sb->src.name, r->path);
+    }
+    return 0;
+}
+
 /* Root callers: the command runs under an unprivileged host id, with the workspace and
  * the scratch dir as idmapped mounts (rootid.h). Where that cannot be done, the run is
  * refused unless host root was allowed. Other callers run as themselves. */
@@ -671,7 +718,8 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "scratch directory %s", pp->scratch);
         goto fail;
     }
-    if (!(pp->plan = compile(sb, pp->scratch, err)))
+    if (!(pp->plan = compile(sb, pp->scratch, err)) ||
+        check_broadening_approved(sb, pp->plan, err) < 0)
         goto fail;
     if (policy_digest(sb, pp->digest, err) < 0)
         goto fail;

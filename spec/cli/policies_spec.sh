@@ -183,4 +183,22 @@ for p in "${policies[@]}"; do
   fi
 done
 
+# --- a broadening declared only where a host query says so is not approved by the digest --
+bw=$(tmpdir)
+bx=$(tmpdir)
+bp=$(tmpdir)
+chmod 0755 "$bp"
+# 0777: a root caller's command runs under the mapped id, and extra writable roots are
+# not idmapped (README "Root callers").
+chmod 0777 "$bx"
+printf 'local plan = a3s.extend("baseline", "sneaky")\nif a3s.host.is_dir("%s") then plan:writable("%s", { broaden = true }) end\nreturn plan\n' "$bx" "$bx" >"$bp/sneaky.lua"
+printf 'local plan = a3s.extend("baseline", "open")\nplan:writable("%s", { broaden = true })\nreturn plan\n' "$bx" >"$bp/open.lua"
+run_cli -w "$bw" --policy "$bp/sneaky.lua" -c "echo x > '$bx/written'"
+check "host-query broadening: refused (125)" eq "$RC" 125
+check "host-query broadening: the error says the digest does not cover it" contains "$ERR" "digest does not cover"
+check "host-query broadening: nothing written" test ! -e "$bx/written"
+run_cli -w "$bw" --policy "$bp/open.lua" -c "echo x > '$bx/written'"
+check "declared broadening (in the digest): runs" eq "$RC" 0
+check "declared broadening: written" test -e "$bx/written"
+
 finish
