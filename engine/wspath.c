@@ -25,7 +25,7 @@
 
 /* The components still to walk, as one buffer consumed from the front. */
 typedef struct walk {
-    char *todo; /* "a/b/c" */
+    char *pending; /* "a/b/c" */
     char *canon;
     size_t len, cap;
 } walk;
@@ -56,7 +56,7 @@ static void canon_pop(walk *w)
     w->canon[w->len] = '\0';
 }
 
-/* Replace the front of todo: `target` then what followed the link. */
+/* Replace the front of pending: `target` then what followed the link. */
 static int splice_link(walk *w, const char *target, const char *rest)
 {
     size_t tl = strlen(target), rl = strlen(rest);
@@ -66,8 +66,8 @@ static int splice_link(walk *w, const char *target, const char *rest)
     memcpy(n, target, tl);
     n[tl] = '/';
     memcpy(n + tl + 1, rest, rl + 1);
-    free(w->todo);
-    w->todo = n;
+    free(w->pending);
+    w->pending = n;
     return 0;
 }
 
@@ -95,7 +95,7 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
         }
         free(cwd);
     }
-    if (!abs || !(w.todo = a3s_strdup(abs + 1)) || !(w.canon = calloc(1, 64))) {
+    if (!abs || !(w.pending = a3s_strdup(abs + 1)) || !(w.canon = calloc(1, 64))) {
         a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
         goto out;
     }
@@ -104,19 +104,19 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
         a3s_fail_errno(err, A3S_ERR_INVALID, errno, "cannot open /");
         goto out;
     }
-    while (*w.todo) {
-        char *slash = strchr(w.todo, '/');
-        char *rest = slash ? slash + 1 : w.todo + strlen(w.todo);
+    while (*w.pending) {
+        char *slash = strchr(w.pending, '/');
+        char *rest = slash ? slash + 1 : w.pending + strlen(w.pending);
         if (slash)
             *slash = '\0';
         char comp[NAME_MAX + 1];
-        if (strlen(w.todo) > NAME_MAX) {
+        if (strlen(w.pending) > NAME_MAX) {
             a3s_fail(err, A3S_ERR_INVALID, "sandbox workspace '%s': a component is too long",
                      given);
             goto out;
         }
-        strcpy(comp, w.todo);
-        memmove(w.todo, rest, strlen(rest) + 1);
+        strcpy(comp, w.pending);
+        memmove(w.pending, rest, strlen(rest) + 1);
         if (!comp[0] || !strcmp(comp, "."))
             continue;
         if (!strcmp(comp, "..")) {
@@ -158,7 +158,7 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
                 goto out;
             }
             target[tl] = '\0';
-            if (splice_link(&w, target[0] == '/' ? target + 1 : target, w.todo) < 0) {
+            if (splice_link(&w, target[0] == '/' ? target + 1 : target, w.pending) < 0) {
                 a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
                 goto out;
             }
@@ -209,7 +209,7 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
 out:
     if (cur >= 0)
         close(cur);
-    free(w.todo);
+    free(w.pending);
     free(w.canon);
     free(abs);
     return rc;
