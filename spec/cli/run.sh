@@ -33,7 +33,8 @@ chmod -R a+rX "$stage"
 chmod 0755 "$stage"
 spec_copy="$stage/spec/cli/$(basename "$spec")"
 # -l so HOME and the rest are the user's own; only what the specs need is passed on.
-exec runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
+# Not exec: the staging dir must be removed when the spec ends (the EXIT trap).
+runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
   HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
   A3S_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
   A3S_SANDBOX_LAUNCHER="$stage/a3s-sandbox-launch" A3S_SANDBOX_RELAY="$stage/a3s-sandbox-relay" \
