@@ -131,18 +131,23 @@ static void remove_scratch(const char *scratch)
     char *copy = a3s_strdup(scratch);
     if (!copy)
         return;
+    bool gone = false;
     char *slash = strrchr(copy, '/');
     if (slash && slash != copy) {
         *slash = '\0';
         int dfd = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
-            (void)a3s_rmtree_at(dfd, slash + 1);
+            struct stat st;
+            gone = a3s_rmtree_at(dfd, slash + 1) == 0 ||
+                   (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
             close(dfd);
         }
     }
     free(copy);
-    /* After the removal: a crash in between leaves a record that the next sweep drops. */
-    a3s_stale_scratch_disown(scratch);
+    /* After the removal: a crash in between leaves a record that the next sweep acts on;
+     * one that could not be removed keeps its record, for a later sweep. */
+    if (gone)
+        a3s_stale_scratch_disown(scratch);
 }
 
 static char *make_scratch(const a3s_sandbox *sb, a3s_error *err)

@@ -281,26 +281,31 @@ void a3s_stale_scratch_disown(const char *scratch)
 
 /* ---------------------------------------------------------------- sweep */
 
-/* Remove the scratch directory at path if it is a directory of ours (best effort). */
-static void remove_dead_scratch(const char *path)
+/* Remove the scratch directory at path if it is a directory of ours (best effort).
+ * false when it is still there: the record is kept, so that a later sweep tries again
+ * (the dead run's sandbox may still be going away). */
+static bool remove_dead_scratch(const char *path)
 {
     const char *base = scratch_base(path);
     if (!base)
-        return;
+        return true;
     char parent[PATH_MAX];
     size_t plen = (size_t)(base - 1 - path);
     if (plen >= sizeof parent)
-        return;
+        return true;
     memcpy(parent, path, plen);
     parent[plen] = '\0';
     int dfd = open(plen ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return;
+        return true;
     struct stat st;
+    bool gone = true;
     if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
         st.st_uid == geteuid())
-        (void)a3s_rmtree_at(dfd, base);
+        gone = a3s_rmtree_at(dfd, base) == 0 ||
+               (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
     close(dfd);
+    return gone;
 }
 
 /* One owner file: leave it if its owner lives, else clean up after it. */
@@ -322,7 +327,10 @@ static void sweep_owner(int statefd, const char *name)
     if (n > 0 && n < sizeof buf && buf[n - 1] == '\n' && memchr(buf, '\n', n) == buf + n - 1 &&
         memchr(buf, '\0', n) == NULL) {
         buf[n - 1] = '\0';
-        remove_dead_scratch(buf);
+        if (!remove_dead_scratch(buf)) {
+            a3s_stale_lock_close(fd);
+            return;
+        }
     } else {
         /* Incomplete: a creator between open and lock, or one that died there. */
         struct timespec now;
