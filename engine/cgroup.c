@@ -709,7 +709,7 @@ static int write_limits(cg_dir *d, const a3s_cgroup_limits *lim, a3s_error *err)
 
 /* Make d's directory named `name` in parent directory pdir and write its limits. */
 static int make_dir(cg_dir *d, const char *pdir, const char *name, const a3s_cgroup_limits *lim,
-                    a3s_error *err)
+                    a3s_cgroup_note_fn note, void *note_ud, a3s_error *err)
 {
     d->parent = open_dir_nofollow(pdir);
     if (d->parent < 0)
@@ -720,6 +720,9 @@ static int make_dir(cg_dir *d, const char *pdir, const char *name, const a3s_cgr
     int n = snprintf(d->path, sizeof d->path, "%s/%s", pdir, name);
     if (n < 0 || (size_t)n >= sizeof d->path)
         return a3s_fail(err, A3S_ERR_SETUP, "cgroup path below %s too long", pdir);
+    /* Recorded before it exists: a caller killed right after the mkdir is swept. */
+    if (note && note(note_ud, d->path, err) < 0)
+        return -1;
     if (mkdirat(d->parent, name, 0755) != 0)
         return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create cgroup %s", d->path);
     d->made = true;
@@ -751,6 +754,13 @@ static void name_quotas(const cg_dir *d, a3s_error *err)
 
 int a3s_cgroup_create(const a3s_cgroup_caps *caps, const a3s_cgroup_limits *lim, const char *id,
                       a3s_cgroup **out, a3s_error *err)
+{
+    return a3s_cgroup_create_noted(caps, lim, id, NULL, NULL, out, err);
+}
+
+int a3s_cgroup_create_noted(const a3s_cgroup_caps *caps, const a3s_cgroup_limits *lim,
+                            const char *id, a3s_cgroup_note_fn note, void *note_ud,
+                            a3s_cgroup **out, a3s_error *err)
 {
     if (!out)
         return a3s_fail(err, A3S_ERR_INVALID, "cgroup: no result pointer");
@@ -818,7 +828,7 @@ int a3s_cgroup_create(const a3s_cgroup_caps *caps, const a3s_cgroup_limits *lim,
         cg->d[i].quotas |= 1u << q;
     }
     for (size_t i = 0; i < cg->n; i++) {
-        if (make_dir(&cg->d[i], pdir[i], cg->name, lim, err) < 0) {
+        if (make_dir(&cg->d[i], pdir[i], cg->name, lim, note, note_ud, err) < 0) {
             name_quotas(&cg->d[i], err);
             (void)a3s_cgroup_destroy(cg); /* removes what was made */
             return -1;
@@ -1003,5 +1013,37 @@ int a3s_cgroup_destroy(a3s_cgroup *cg)
             close(d->parent);
     }
     free(cg);
+    return rc;
+}
+
+int a3s_cgroup_sweep_dir(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    if (path[0] != '/' || !base || strncmp(base + 1, CG_PREFIX, strlen(CG_PREFIX)) != 0 ||
+        strncmp(base + 1, CG_PREFIX "probe-", strlen(CG_PREFIX "probe-")) == 0)
+        return 0; /* not a run's cgroup: never ours to remove */
+    char parent[PATH_MAX];
+    size_t plen = (size_t)(base - path);
+    if (plen == 0 || plen >= sizeof parent)
+        return 0;
+    memcpy(parent, path, plen);
+    parent[plen] = '\0';
+    cg_dir d = {.parent = open_dir_nofollow(parent), .fd = -1, .procs = -1};
+    if (d.parent < 0)
+        return 0; /* the hierarchy is gone: so is the cgroup */
+    d.v2 = fs_is(d.parent, CGROUP2_SUPER_MAGIC);
+    if (!d.v2 && !fs_is(d.parent, CGROUP_SUPER_MAGIC)) {
+        close(d.parent);
+        return 0;
+    }
+    d.fd = openat(d.parent, base + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d.fd < 0) {
+        int gone = errno == ENOENT;
+        close(d.parent);
+        return gone ? 0 : -1;
+    }
+    int rc = remove_dir(&d, base + 1);
+    close(d.fd);
+    close(d.parent);
     return rc;
 }

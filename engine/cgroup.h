@@ -50,6 +50,18 @@ typedef struct a3s_cgroup a3s_cgroup;
 int a3s_cgroup_create(const a3s_cgroup_caps *caps, const a3s_cgroup_limits *lim,
                       const char *id, a3s_cgroup **out, a3s_error *err);
 
+/* a3s_cgroup_create, calling note(ud, path, err) before each directory is made (to
+ * record it, see stale.h); a note that fails (-1, err filled) fails the create. */
+typedef int (*a3s_cgroup_note_fn)(void *ud, const char *path, a3s_error *err);
+int a3s_cgroup_create_noted(const a3s_cgroup_caps *caps, const a3s_cgroup_limits *lim,
+                            const char *id, a3s_cgroup_note_fn note, void *note_ud,
+                            a3s_cgroup **out, a3s_error *err);
+
+/* A dead run's cgroup directory (absolute path of one a3s_cgroup_create made): kill what
+ * is inside, wait a bounded time for it to empty, rmdir. Returns 0 when it is gone (or
+ * was never made, or is not such a directory), -1 when it is still there. */
+int a3s_cgroup_sweep_dir(const char *path);
+
 /* fds (O_WRONLY|O_CLOEXEC) of the cgroup.procs files to join: the launched child writes
  * "0" to each before exec. Returns how many (<= max). */
 size_t a3s_cgroup_join_fds(const a3s_cgroup *cg, int *fds, size_t max);

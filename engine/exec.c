@@ -1,6 +1,7 @@
 #include "exec.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -155,13 +156,19 @@ static const char *stage_name(int stage)
 }
 
 /* Parse bwrap's JSON-lines status: {"child-pid": N} and {"exit-code": N}. */
-static void parse_status(char *buf, size_t *len, a3s_outcome *o)
+static void parse_status(const a3s_launch *l, char *buf, size_t *len, a3s_outcome *o)
 {
     char *start = buf, *nl;
     while ((nl = memchr(start, '\n', *len - (size_t)(start - buf))) != NULL) {
         *nl = '\0';
-        if (strstr(start, "\"child-pid\""))
+        char *cp = strstr(start, "\"child-pid\"");
+        if (cp) {
             o->ns_started = true;
+            cp = strchr(cp, ':');
+            int v = cp ? atoi(cp + 1) : 0;
+            if (v > 0 && l->on_pid)
+                l->on_pid(l->pid_ud, (pid_t)v);
+        }
         char *ec = strstr(start, "\"exit-code\"");
         if (ec) {
             ec = strchr(ec, ':');
@@ -314,50 +321,75 @@ static ssize_t stdin_read(stdin_feed *f, size_t cap)
     }
 }
 
-/* Write into the command's stdin pipe without ever raising SIGPIPE in the host process
- * when the command has closed its end: the host's disposition is not ours to change (the
- * default kills). SIGPIPE is blocked in this thread around the write and one that the
- * write generated is consumed (unless one was already pending before). A pipe rather than
- * a socketpair with send(MSG_NOSIGNAL): the command's stdin stays the FIFO that any shell
- * pipeline gives. Returns like write(2). */
-static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
-{
-    sigset_t pipe_set, old, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    int e = pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    if (e != 0) {
-        errno = e;
-        return -1;
-    }
-    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-    ssize_t w;
-    do
-        w = write(fd, buf, len);
-    while (w < 0 && errno == EINTR);
-    int saved = errno;
-    if (w < 0 && saved == EPIPE && !was_pending) {
-        struct timespec zero = {0, 0};
-        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    }
-    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-    errno = saved;
-    return w;
-}
-
 /* Write what is pending. Returns false when the pipe is finished (the command closed its
  * end, or a hard error): the caller then closes it. */
 static bool feed_write(stdin_feed *f, int pipe_fd)
 {
     while (f->left > 0) {
-        ssize_t w = write_nosigpipe(pipe_fd, f->pend, f->left);
+        ssize_t w = a3s_write_nosigpipe(pipe_fd, f->pend, f->left);
         if (w < 0)
             return errno == EAGAIN;
         f->pend += w;
         f->left -= (size_t)w;
     }
     return true;
+}
+
+/* ---- the output mirror (see a3s_launch.mirror) ---------------------------------------- */
+
+typedef struct mirror_state {
+    int fd[2];     /* -1: not mirrored (any more) */
+    bool wrote[2]; /* the command wrote to this stream */
+    char *buf;     /* the one chunk waiting for its reader */
+    size_t len, off;
+    int stream; /* of that chunk */
+} mirror_state;
+
+static bool reader_gone(int e)
+{
+    return e == EPIPE || e == ECONNRESET;
+}
+
+/* poll reported revents on mirror k. Write at most PIPE_BUF bytes: a pipe that polls
+ * writable takes that much without blocking. Returns -1 when the reader is gone; other
+ * write errors end mirroring of that fd (the capture still has everything). */
+static int mirror_step(mirror_state *m, int k, short revents)
+{
+    if (!(m->len > m->off && m->stream == k + 1)) {
+        /* Watching only: POLLERR on a pipe or socket whose reader went away. */
+        return (revents & (POLLERR | POLLHUP)) ? -1 : 0;
+    }
+    size_t n = m->len - m->off;
+    if (n > PIPE_BUF)
+        n = PIPE_BUF;
+    ssize_t w = a3s_write_nosigpipe(m->fd[k], m->buf + m->off, n);
+    if (w < 0) {
+        if (errno == EAGAIN)
+            return 0;
+        if (reader_gone(errno)) {
+            m->len = m->off = 0;
+            m->fd[0] = m->fd[1] = -1;
+            return -1;
+        }
+        int dead = m->fd[k];
+        for (int j = 0; j < 2; j++)
+            if (m->fd[j] == dead)
+                m->fd[j] = -1;
+        m->len = m->off = 0;
+        return 0;
+    }
+    m->off += (size_t)w;
+    if (m->off == m->len)
+        m->len = m->off = 0;
+    return 0;
+}
+
+static int mirror_flush(mirror_state *m)
+{
+    int fd = m->fd[m->stream - 1];
+    int rc = fd >= 0 ? a3s_write_all_nosigpipe(fd, m->buf + m->off, m->len - m->off) : 0;
+    m->len = m->off = 0;
+    return rc < 0 && reader_gone(errno) ? -1 : 0;
 }
 
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
@@ -370,6 +402,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     bool reaped = false;
     char *buf = NULL;
     stdin_feed feed = {.src = -1, .pos = -1};
+    mirror_state m = {.fd = {-1, -1}};
 
     memset(o, 0, sizeof *o);
     o->reported_exit = -1;
@@ -377,7 +410,12 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 
     o->cap = a3s_capture_new(l->output_budget);
     buf = malloc(READ_CHUNK);
-    if (!o->cap || !buf) {
+    if (l->mirror) {
+        m.fd[0] = l->mirror_fd[0];
+        m.fd[1] = l->mirror_fd[1];
+        m.buf = malloc(READ_CHUNK);
+    }
+    if (!o->cap || !buf || (l->mirror && !m.buf)) {
         a3s_fail(err, A3S_ERR_INTERNAL, "spawn: out of memory");
         goto out;
     }
@@ -434,6 +472,9 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     }
     if (pid == 0)
         child_run(l, parent, in_fd, out_p[1], errp[1], ep[1]);
+    /* Recorded at once (see stale.h): the child dies with us until then (PDEATHSIG). */
+    if (l->on_pid)
+        l->on_pid(l->pid_ud, pid);
     keep_closed = true;
     close_keep(l);
 
@@ -498,19 +539,32 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     unsigned long long exit_ms = 0;
 
     for (;;) {
-        struct pollfd pf[10];
+        struct pollfd pf[12];
         int idx_out = -1, idx_err = -1, idx_pid = -1, idx_t = -1, idx_in = -1, idx_s = -1,
-            idx_st = -1, idx_c = -1, idx_src = -1, np = 0;
+            idx_st = -1, idx_c = -1, idx_src = -1, idx_m[2] = {-1, -1}, np = 0;
+        /* A mirrored chunk waiting for its reader: no more output is read meanwhile. */
+        bool mpend = m.len > m.off;
         unsigned long long now_ms = a3s_now_ms();
         if (l->cancel_fd >= 0 && !killed) {
             idx_c = np;
             pf[np++] = (struct pollfd){l->cancel_fd, POLLIN, 0};
         }
-        if (out_p[0] >= 0) {
+        for (int k = 0; k < 2; k++) {
+            if (m.fd[k] < 0 || (k == 1 && m.fd[1] == m.fd[0]))
+                continue;
+            if (mpend && m.stream == k + 1) {
+                idx_m[k] = np;
+                pf[np++] = (struct pollfd){m.fd[k], POLLOUT, 0};
+            } else if (!mpend && m.wrote[k]) {
+                idx_m[k] = np; /* events 0: POLLERR once the reader is gone */
+                pf[np++] = (struct pollfd){m.fd[k], 0, 0};
+            }
+        }
+        if (out_p[0] >= 0 && !mpend) {
             idx_out = np;
             pf[np++] = (struct pollfd){out_p[0], POLLIN, 0};
         }
-        if (errp[0] >= 0) {
+        if (errp[0] >= 0 && !mpend) {
             idx_err = np;
             pf[np++] = (struct pollfd){errp[0], POLLIN, 0};
         }
@@ -576,13 +630,19 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             if (r > 0) {
                 launch_len += (size_t)r;
                 launch_buf[launch_len] = '\0';
-                if (launch_buf[0] == 'S')
+                if (launch_buf[0] == 'S' && !o->launch_failed)
                     o->started = true;
                 char *x = launch_len > 1 ? strchr(launch_buf + 1, 'X') : NULL;
                 char *end = x ? strchr(x, '\n') : NULL;
                 if (x && end) {
                     o->has_command_status = true;
                     o->command_status = atoi(x + 1);
+                }
+                char *ef = launch_len > 1 ? strchr(launch_buf + 1, 'E') : NULL;
+                if (ef && strchr(ef, '\n')) {
+                    o->launch_failed = true;
+                    o->launch_errno = atoi(ef + 1);
+                    o->started = false;
                 }
                 if (launch_len == sizeof launch_buf - 1)
                     started_fd = -1; /* more than the protocol ever sends: stop listening */
@@ -595,6 +655,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             int *fd = s == 0 ? &out_p[0] : &errp[0];
             if (idx < 0 || !(pf[idx].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
+            if (m.len > m.off)
+                continue; /* the other stream's chunk is waiting for its reader */
             ssize_t r = read(*fd, buf, READ_CHUNK);
             if (r > 0 && l->started_fd >= 0 && !o->started) {
                 /* Before the command started, only the launcher speaks: keep its words
@@ -606,6 +668,13 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                 o->setup_diag[o->setup_diag_len] = '\0';
             } else if (r > 0) {
                 size_t head = a3s_capture_feed(o->cap, s + 1, buf, (size_t)r);
+                if (head > 0 && m.fd[s] >= 0) {
+                    memcpy(m.buf, buf, head);
+                    m.off = 0;
+                    m.len = head;
+                    m.stream = s + 1;
+                    m.wrote[s] = true;
+                }
                 if (l->on_output && !o->aborted &&
                     l->on_output(l->output_ud, s + 1, buf, (size_t)r, head) != 0) {
                     /* Stop now: kill the tree, then finish like a deadline kill. */
@@ -619,12 +688,23 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                 close_fd(fd);
             }
         }
+        for (int k = 0; k < 2; k++) {
+            if (idx_m[k] < 0 || !pf[idx_m[k]].revents)
+                continue;
+            if (mirror_step(&m, k, pf[idx_m[k]].revents) < 0 && !o->output_closed) {
+                o->output_closed = true;
+                killed = true;
+                kill_tree(pid, pidfd);
+                if (exited)
+                    exit_ms = a3s_now_ms();
+            }
+        }
         if (idx_st >= 0 && (pf[idx_st].revents & (POLLIN | POLLHUP | POLLERR))) {
             ssize_t r = read(status_fd, status_buf + status_len,
                              sizeof status_buf - 1 - status_len);
             if (r > 0) {
                 status_len += (size_t)r;
-                parse_status(status_buf, &status_len, o);
+                parse_status(l, status_buf, &status_len, o);
                 if (status_len == sizeof status_buf - 1)
                     status_len = 0; /* an overlong line is not ours to parse */
             } else if (r == 0 || errno != EINTR) {
@@ -689,6 +769,9 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             }
         }
     }
+    /* The tree is gone: what its reader has not taken yet is written now. */
+    if (m.len > m.off && mirror_flush(&m) < 0)
+        o->output_closed = true;
     rc = 0;
 
 out:
@@ -711,6 +794,7 @@ out:
     close_fd(&tfd);
     free(buf);
     free(feed.buf);
+    free(m.buf);
     o->duration_ms = a3s_now_ms() - t0;
     if (rc < 0) {
         a3s_capture_free(o->cap);

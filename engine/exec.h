@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "a3s_sandbox.h"
 #include "capture.h"
@@ -47,6 +48,19 @@ typedef struct a3s_launch {
     a3s_output_fn on_output;
     void *output_ud;
     int cancel_fd; /* >= 0: readable -> kill the tree, outcome.aborted (caller-owned) */
+    /* mirror: the head bytes of each stream (what went into the capture's head) are also
+     * written to mirror_fd[0] (stdout) / [1] (stderr, -1: not mirrored), in arrival
+     * order. Never blocking the supervisor: while a chunk waits for its reader, no more
+     * output is read (the command blocks as on a pipe), and the deadline still holds.
+     * When the reader of a stream the command wrote to goes away (EPIPE, or POLLERR once
+     * nothing is pending), the tree is killed: outcome.output_closed. What is still
+     * pending when the tree is gone is written (blocking) before returning. */
+    bool mirror;
+    int mirror_fd[2];
+    /* Called with each process of the launch as soon as its pid is known: the one forked,
+     * and the sandbox's first process when bwrap's status reports it (may be NULL). */
+    void (*on_pid)(void *ud, pid_t pid);
+    void *pid_ud;
 } a3s_launch;
 
 typedef struct a3s_outcome {
@@ -63,6 +77,11 @@ typedef struct a3s_outcome {
     int command_status;
     /* What the launcher wrote before the started byte (when started_fd is used), e.g.
      * bwrap's own error message; NUL-terminated, truncated to fit. */
+    bool output_closed; /* a mirror's reader went away: the tree was killed */
+    /* The launcher said it could not start the command ("E<errno>\n" after "S"): the
+     * sandbox never ran it, whatever else happened. */
+    bool launch_failed;
+    int launch_errno;
     char setup_diag[4096];
     size_t setup_diag_len;
     uint64_t duration_ms;

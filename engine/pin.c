@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -52,6 +53,11 @@
 
 struct rec_pin {
     char *name;
+    /* Pending (created by an acquire that has not finished): the placeholder is made
+     * under this unique temporary name, then renamed to name. Recorded before anything
+     * is created, so that a creator killed at any point leaves a record that the next
+     * acquire or sweep acts on. dev/ino are 0 until the temporary is made. */
+    char *tmp;
     bool dir;
     dev_t dev;
     ino_t ino;
@@ -160,10 +166,17 @@ static int lock_open(int statefd, const char *key, short type, bool wait, a3s_er
 
 /* ---------------------------------------------------------------- record */
 
+static void rec_pin_free(struct rec_pin *e)
+{
+    free(e->name);
+    free(e->tmp);
+    e->name = e->tmp = NULL;
+}
+
 static void record_free(struct record *rec)
 {
     for (size_t i = 0; i < rec->n; i++)
-        free(rec->v[i].name);
+        rec_pin_free(&rec->v[i]);
     free(rec->v);
     free(rec->ws_path);
     memset(rec, 0, sizeof *rec);
@@ -172,7 +185,7 @@ static void record_free(struct record *rec)
 static struct rec_pin *rec_find(struct record *rec, const char *name)
 {
     for (size_t i = 0; i < rec->n; i++)
-        if (strcmp(rec->v[i].name, name) == 0)
+        if (!rec->v[i].tmp && strcmp(rec->v[i].name, name) == 0)
             return &rec->v[i];
     return NULL;
 }
@@ -242,9 +255,42 @@ static bool parse_u64(const char *s, unsigned long long *out)
     return errno == 0 && *end == '\0';
 }
 
+static bool tmp_name_ok(const char *name);
+
+/* A pending entry: "P d|f DEV INO HEXTMP HEXNAME". */
+static bool parse_pending(char *line, struct rec_pin *e)
+{
+    char *f[6], *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (n == 6)
+            return false;
+        f[n++] = t;
+    }
+    unsigned long long dev, ino;
+    if (n != 6 || strcmp(f[0], "P") != 0 || (strcmp(f[1], "d") != 0 && strcmp(f[1], "f") != 0) ||
+        !parse_u64(f[2], &dev) || !parse_u64(f[3], &ino))
+        return false;
+    char *tmp = hex_get(f[4]), *name = hex_get(f[5]);
+    if (!tmp || !name || !tmp_name_ok(tmp) || !name_ok(name)) {
+        free(tmp);
+        free(name);
+        return false;
+    }
+    memset(e, 0, sizeof *e);
+    e->name = name;
+    e->tmp = tmp;
+    e->dir = f[1][0] == 'd';
+    e->dev = (dev_t)dev;
+    e->ino = (ino_t)ino;
+    return true;
+}
+
 /* One "d|f DEV INO CSEC CNSEC HEXNAME" line. */
 static bool parse_pin(char *line, struct rec_pin *e)
 {
+    if (line[0] == 'P')
+        return parse_pending(line, e);
     char *f[6], *save = NULL;
     int n = 0;
     for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
@@ -262,6 +308,7 @@ static bool parse_pin(char *line, struct rec_pin *e)
         free(name);
         return false;
     }
+    memset(e, 0, sizeof *e);
     e->name = name;
     e->dir = f[0][0] == 'd';
     e->dev = (dev_t)dev;
@@ -287,8 +334,8 @@ static int parse_record(char *buf, struct record *rec)
         struct rec_pin e;
         if (!parse_pin(line, &e))
             return -1;
-        if (rec_find(rec, e.name) || rec_add(rec, &e) < 0) {
-            free(e.name);
+        if ((!e.tmp && rec_find(rec, e.name)) || rec_add(rec, &e) < 0) {
+            rec_pin_free(&e);
             return -1;
         }
     }
@@ -360,6 +407,13 @@ static int record_write(int statefd, const char *key, const struct record *rec, 
               hex_put(f, rec->ws_path ? rec->ws_path : "/") < 0 || fputc('\n', f) == EOF;
     for (size_t i = 0; i < rec->n && !bad; i++) {
         const struct rec_pin *e = &rec->v[i];
+        if (e->tmp) {
+            bad = fprintf(f, "P %c %llu %llu ", e->dir ? 'd' : 'f', (unsigned long long)e->dev,
+                          (unsigned long long)e->ino) < 0 ||
+                  hex_put(f, e->tmp) < 0 || fputc(' ', f) == EOF || hex_put(f, e->name) < 0 ||
+                  fputc('\n', f) == EOF;
+            continue;
+        }
         bad = fprintf(f, "%c %llu %llu %lld %ld ", e->dir ? 'd' : 'f', (unsigned long long)e->dev,
                       (unsigned long long)e->ino, (long long)e->ctim.tv_sec, e->ctim.tv_nsec) < 0 ||
               hex_put(f, e->name) < 0 || fputc('\n', f) == EOF;
@@ -396,12 +450,35 @@ static int record_write(int statefd, const char *key, const struct record *rec, 
 
 /* ---------------------------------------------------------------- placeholders */
 
+#define TMP_PREFIX ".a3s-pin-"
+#define TMP_LEN (sizeof TMP_PREFIX - 1 + 32)
+
+static bool tmp_name_ok(const char *name)
+{
+    return strlen(name) == TMP_LEN && strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0 &&
+           name_ok(name);
+}
+
+/* Is the entry at `name` an empty placeholder of e's type, and (when e's identity is
+ * known, or need_id) e's very inode? */
+static bool empty_same(int wsfd, const char *name, const struct rec_pin *e, bool need_id)
+{
+    struct stat st;
+    if (fstatat(wsfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    if (e->ino == 0 && need_id)
+        return false;
+    if (e->ino != 0 && (st.st_dev != e->dev || st.st_ino != e->ino))
+        return false;
+    return e->dir ? S_ISDIR(st.st_mode) : (S_ISREG(st.st_mode) && st.st_size == 0);
+}
+
 /* Is `name` under wsfd still the pin e, as created (same inode, ctime and type; a file
- * still empty)? */
+ * still empty)? A pending entry never is. */
 static bool pin_untouched(int wsfd, const struct rec_pin *e)
 {
     struct stat st;
-    if (fstatat(wsfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (e->tmp || fstatat(wsfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return false;
     if (st.st_dev != e->dev || st.st_ino != e->ino || st.st_ctim.tv_sec != e->ctim.tv_sec ||
         st.st_ctim.tv_nsec != e->ctim.tv_nsec)
@@ -413,63 +490,120 @@ static bool pin_untouched(int wsfd, const struct rec_pin *e)
  * that cannot be removed is left in place, which is the safe direction; rmdir fails on
  * a directory that got content within the ctime granularity. The window between the
  * check and the unlink is inherent to names; only host processes writing the workspace
- * concurrently can use it, and no sandboxed command writes to a pin. */
+ * concurrently can use it, and no sandboxed command writes to a pin.
+ * A pending entry (its creator died while making it): the temporary (a random name of
+ * ours) goes if it is still an empty placeholder, and the placeholder under its final
+ * name if it is the recorded inode, still empty (the rename changed its ctime). */
 static void pin_remove(int wsfd, const struct rec_pin *e)
 {
+    if (e->tmp) {
+        if (empty_same(wsfd, e->tmp, e, false))
+            (void)unlinkat(wsfd, e->tmp, e->dir ? AT_REMOVEDIR : 0);
+        if (empty_same(wsfd, e->name, e, true))
+            (void)unlinkat(wsfd, e->name, e->dir ? AT_REMOVEDIR : 0);
+        return;
+    }
     if (pin_untouched(wsfd, e))
         (void)unlinkat(wsfd, e->name, e->dir ? AT_REMOVEDIR : 0);
 }
 
-/* Create the placeholder. Returns 1 when created (*out filled, name owned), 0 when the
- * name exists (left alone), -1 on failure with err filled. Nothing remains on failure. */
-static int pin_create(int wsfd, const char *workspace, const char *name, bool dir,
-                      struct rec_pin *out, a3s_error *err)
+/* A pending entry for `name` (the placeholder is made later, see make_pending). */
+static int pending_add(struct record *rec, const char *name, bool dir, a3s_error *err)
 {
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "pins: getrandom");
+    struct rec_pin e = {.dir = dir};
+    e.tmp = malloc(TMP_LEN + 1);
+    e.name = a3s_strdup(name);
+    if (e.tmp) {
+        memcpy(e.tmp, TMP_PREFIX, sizeof TMP_PREFIX - 1);
+        for (size_t i = 0; i < sizeof rnd; i++)
+            snprintf(e.tmp + sizeof TMP_PREFIX - 1 + 2 * i, 3, "%02x", rnd[i]);
+    }
+    if (!e.tmp || !e.name || rec_add(rec, &e) < 0) {
+        rec_pin_free(&e);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
+    }
+    return 0;
+}
+
+/* Make the pending placeholders rec->v[from..]: each under its temporary name, its
+ * identity recorded, then renamed (never over an existing entry) to its name and
+ * recorded as a pin. At every point the record lists all that exists. An entry whose
+ * name appeared meanwhile is dropped (the name is left alone). Returns 0, or -1 with err
+ * (the entries stay pending, for the caller to remove). */
+static int make_pending(int wsfd, const char *workspace, int statefd, const char *key,
+                        struct record *rec, size_t from, a3s_error *err)
+{
+    size_t n = rec->n - from;
+    int *fds = malloc(n * sizeof *fds);
+    if (!fds)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
+    for (size_t i = 0; i < n; i++)
+        fds[i] = -1;
+    int rc = 0;
     struct stat st;
-    if (dir) {
-        if (mkdirat(wsfd, name, 0700) < 0) {
-            if (errno == EEXIST)
-                return 0;
-            return a3s_fail_errno(err, A3S_ERR_SETUP, errno,
-                                  "cannot create placeholder directory %s/%s", workspace, name);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct rec_pin *e = &rec->v[from + i];
+        if (e->dir)
+            fds[i] = mkdirat(wsfd, e->tmp, 0700) < 0
+                         ? -1
+                         : openat(wsfd, e->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        else
+            fds[i] = openat(wsfd, e->tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                            0600);
+        if (fds[i] < 0 || fstat(fds[i], &st) < 0) {
+            rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create placeholder %s/%s",
+                                workspace, e->name);
+            break;
         }
-        int saved = 0;
-        if (fstatat(wsfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            saved = errno;
-        else if (!S_ISDIR(st.st_mode))
-            saved = EEXIST;
-        if (saved)
-            /* Replaced between mkdir and stat: it is no longer ours to record or remove. */
-            return a3s_fail_errno(err, A3S_ERR_SETUP, saved,
-                                  "placeholder directory %s/%s changed while being created",
-                                  workspace, name);
-    } else {
-        int fd = openat(wsfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            if (errno == EEXIST)
-                return 0;
-            return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create placeholder file %s/%s",
-                                  workspace, name);
-        }
-        /* fstat on the fd we created: no window for a swap. */
-        int rc = fstat(fd, &st);
-        int saved = errno;
-        close(fd);
-        if (rc < 0) {
-            (void)unlinkat(wsfd, name, 0);
-            return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot stat placeholder %s/%s",
-                                  workspace, name);
-        }
+        e->dev = st.st_dev;
+        e->ino = st.st_ino;
+        rec->dirty = true;
     }
-    if (!(out->name = a3s_strdup(name))) {
-        (void)unlinkat(wsfd, name, dir ? AT_REMOVEDIR : 0);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "pin %s/%s: out of memory", workspace, name);
+    if (rc == 0)
+        rc = record_write(statefd, key, rec, err);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct rec_pin *e = &rec->v[from + i];
+        if (renameat2(wsfd, e->tmp, wsfd, e->name, RENAME_NOREPLACE) < 0) {
+            if (errno != EEXIST) {
+                rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create placeholder %s/%s",
+                                    workspace, e->name);
+                break;
+            }
+            pin_remove(wsfd, e); /* the name exists: not ours to pin */
+            rec_pin_free(e);
+            continue;
+        }
+        /* The inode under the name must be the one made here: a concurrent writer that
+         * swapped the temporary is refused (and what it put there is not removed). */
+        struct stat at;
+        if (fstat(fds[i], &st) < 0 || fstatat(wsfd, e->name, &at, AT_SYMLINK_NOFOLLOW) < 0 ||
+            st.st_dev != at.st_dev || st.st_ino != at.st_ino) {
+            rc = a3s_fail(err, A3S_ERR_SETUP,
+                          "placeholder %s/%s changed while being created (concurrent writer?)",
+                          workspace, e->name);
+            break;
+        }
+        free(e->tmp);
+        e->tmp = NULL;
+        e->ctim = st.st_ctim;
     }
-    out->dir = dir;
-    out->dev = st.st_dev;
-    out->ino = st.st_ino;
-    out->ctim = st.st_ctim;
-    return 1;
+    for (size_t i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(fds);
+    /* Entries dropped above (name NULL) leave the record. */
+    size_t w = from;
+    for (size_t i = from; i < rec->n; i++)
+        if (rec->v[i].name)
+            rec->v[w++] = rec->v[i];
+    rec->n = w;
+    rec->dirty = true;
+    if (rc == 0)
+        rc = record_write(statefd, key, rec, err);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- pins object */
@@ -496,26 +630,25 @@ static int pins_hold(a3s_pins *pins, const char *workspace, const char *name, a3
     return 0;
 }
 
-/* Pin one name (mutex held): share a recorded pin, or create and record a new one. */
-static int pin_one(a3s_pins *pins, struct record *rec, const char *workspace, const char *name,
-                   bool dir, a3s_error *err)
+/* Pin one name (mutex held): share a recorded pin, or add a pending entry for one to be
+ * made (an existing name is left alone). */
+static int pin_one(a3s_pins *pins, struct record *rec, const char *name, bool dir,
+                   const char *workspace, a3s_error *err)
 {
     if (strv_has(&pins->names, name))
         return 0; /* listed twice */
+    for (size_t i = 0; i < rec->n; i++)
+        if (rec->v[i].tmp && strcmp(rec->v[i].name, name) == 0)
+            return 0; /* listed twice, as the other type */
     struct rec_pin *e = rec_find(rec, name);
     if (e) /* a live (or taken over) untouched pin; as the other type it simply exists */
         return e->dir == dir ? pins_hold(pins, workspace, name, err) : 0;
-    struct rec_pin created;
-    int rc = pin_create(pins->wsfd, workspace, name, dir, &created, err);
-    if (rc <= 0)
-        return rc;
-    if (rec_add(rec, &created) < 0) {
-        pin_remove(pins->wsfd, &created);
-        free(created.name);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
-    }
-    /* Recorded now: on a later failure the caller removes it with the others. */
-    return pins_hold(pins, workspace, name, err);
+    struct stat st;
+    if (fstatat(pins->wsfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    if (errno != ENOENT)
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot check placeholder %s/%s", workspace, name);
+    return pending_add(rec, name, dir, err);
 }
 
 static void pins_free(a3s_pins *pins)
@@ -556,6 +689,8 @@ static void reconcile(int wsfd, struct record *rec, bool alive, const a3s_strv *
     size_t w = 0;
     for (size_t i = 0; i < rec->n; i++) {
         struct rec_pin *e = &rec->v[i];
+        if (e->tmp) /* its creator died while making it (creators hold the mutex) */
+            pin_remove(wsfd, e);
         bool keep = pin_untouched(wsfd, e);
         if (keep && !alive && !requested(e, dirs, files)) {
             pin_remove(wsfd, e);
@@ -564,7 +699,7 @@ static void reconcile(int wsfd, struct record *rec, bool alive, const a3s_strv *
         if (keep) {
             rec->v[w++] = *e;
         } else {
-            free(e->name);
+            rec_pin_free(e);
             rec->dirty = true;
         }
     }
@@ -646,34 +781,44 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         }
     }
 
-    size_t before = rec.n; /* entries from here on were created by this call */
+    size_t before = rec.n; /* entries from here on are made by this call */
     int rc = 0;
     for (size_t i = 0; rc == 0 && dirs && i < dirs->n; i++)
-        rc = pin_one(pins, &rec, workspace, dirs->v[i], true, err);
+        rc = pin_one(pins, &rec, dirs->v[i], true, workspace, err);
     for (size_t i = 0; rc == 0 && files && i < files->n; i++)
-        rc = pin_one(pins, &rec, workspace, files->v[i], false, err);
+        rc = pin_one(pins, &rec, files->v[i], false, workspace, err);
     bool holding = false;
-    if (rc == 0 && pins->paths.n > 0) {
+    if (rc == 0 && (pins->paths.n > 0 || rec.n > before)) {
         /* Before the record names our pins, so nobody can see them without a holder. */
         if (range_lock(lockfd, F_RDLCK, HOLDER_BYTE, false) < 0)
             rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot lock pin state %s", pins->key);
         else
             holding = true;
     }
+    /* Recorded (pending) before anything is made: a kill at any later point leaves a
+     * record that the next acquire or sweep acts on. */
     if (rc == 0 && rec.dirty)
         rc = record_write(pins->statefd, pins->key, &rec, err);
+    if (rc == 0 && rec.n > before)
+        rc = make_pending(pins->wsfd, workspace, pins->statefd, pins->key, &rec, before, err);
+    for (size_t i = before; rc == 0 && i < rec.n; i++)
+        rc = pins_hold(pins, workspace, rec.v[i].name, err);
+    if (rc == 0 && pins->paths.n == 0 && holding) {
+        (void)range_lock(lockfd, F_UNLCK, HOLDER_BYTE, false); /* nothing held after all */
+        holding = false;
+    }
     if (rc < 0) {
-        /* Remove what this call created; keep the clean-up of dead holders' pins. */
+        /* Remove what this call made; keep the clean-up of dead holders' pins. */
         for (size_t i = before; i < rec.n; i++) {
             pin_remove(pins->wsfd, &rec.v[i]);
-            free(rec.v[i].name);
+            rec_pin_free(&rec.v[i]);
         }
         rec.n = before;
+        rec.dirty = true;
         if (holding)
             (void)range_lock(lockfd, F_UNLCK, HOLDER_BYTE, false);
         holding = false;
-        if (rec.dirty)
-            (void)record_write(pins->statefd, pins->key, &rec, NULL);
+        (void)record_write(pins->statefd, pins->key, &rec, NULL);
     }
     if (holding) {
         (void)range_lock(lockfd, F_UNLCK, MUTEX_BYTE, false);

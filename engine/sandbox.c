@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -124,48 +125,61 @@ static int push_path_list(a3s_strv *sv, const char *list)
     return 0;
 }
 
-static void remove_scratch(const char *scratch)
+/* Remove the scratch dir (a name in the directory open as tmp_fd). An empty one (a run
+ * refused early) goes without any new fd, so even a run that failed for want of fds
+ * cleans up. Returns whether it is gone. */
+static bool remove_scratch(int tmp_fd, const char *scratch)
 {
     if (!scratch)
-        return;
-    char *copy = a3s_strdup(scratch);
-    if (!copy)
-        return;
-    bool gone = false;
-    char *slash = strrchr(copy, '/');
-    if (slash && slash != copy) {
-        *slash = '\0';
-        int dfd = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            struct stat st;
-            gone = a3s_rmtree_at(dfd, slash + 1) == 0 ||
-                   (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
-            close(dfd);
-        }
-    }
-    free(copy);
-    /* After the removal: a crash in between leaves a record that the next sweep acts on;
-     * one that could not be removed keeps its record, for a later sweep. */
-    if (gone)
-        a3s_stale_scratch_disown(scratch);
+        return true;
+    const char *base = strrchr(scratch, '/') + 1;
+    struct stat st;
+    if (unlinkat(tmp_fd, base, AT_REMOVEDIR) == 0 || errno == ENOENT)
+        return true;
+    return a3s_rmtree_at(tmp_fd, base) == 0 ||
+           (fstatat(tmp_fd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
 }
 
-static char *make_scratch(const a3s_sandbox *sb, a3s_error *err)
+/* The scratch directory: its name is recorded in the run record before it is made, so
+ * that an owner killed at any point leaves nothing the next sweep does not find. */
+static char *make_scratch(const a3s_sandbox *sb, int tmp_fd, a3s_run_rec *rec, a3s_error *err)
 {
-    char *tmpl = NULL;
-    if (asprintf(&tmpl, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0) {
-        a3s_fail(err, A3S_ERR_INTERNAL, "scratch: out of memory");
-        return NULL;
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    for (int tries = 0; tries < 8; tries++) {
+        unsigned char rnd[12];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "scratch: getrandom");
+            return NULL;
+        }
+        char name[sizeof "a3s-sandbox-" + sizeof rnd];
+        memcpy(name, "a3s-sandbox-", sizeof "a3s-sandbox-" - 1);
+        for (size_t i = 0; i < sizeof rnd; i++)
+            name[sizeof "a3s-sandbox-" - 1 + i] = alnum[rnd[i] % (sizeof alnum - 1)];
+        name[sizeof name - 1] = '\0';
+        char *path = NULL;
+        if (asprintf(&path, "%s/%s", sb->tmp, name) < 0) {
+            a3s_fail(err, A3S_ERR_INTERNAL, "scratch: out of memory");
+            return NULL;
+        }
+        off_t mark = a3s_stale_run_mark(rec);
+        if (a3s_stale_run_note(rec, "scratch", path, err) < 0) {
+            free(path);
+            return NULL;
+        }
+        if (mkdirat(tmp_fd, strrchr(path, '/') + 1, 0700) == 0)
+            return path;
+        int e = errno;
+        a3s_stale_run_undo(rec, mark); /* not made: not ours to remove */
+        free(path);
+        if (e != EEXIST) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot create the scratch directory in %s",
+                           sb->tmp);
+            return NULL;
+        }
     }
-    if (!mkdtemp(tmpl)) { /* mkdtemp creates it 0700 */
-        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create the scratch directory in %s",
-                       sb->tmp);
-        free(tmpl);
-        return NULL;
-    }
-    /* Best effort: lets a later run remove it if this process is killed. */
-    (void)a3s_stale_scratch_own(a3s_stale_root(sb->tmp), tmpl, NULL);
-    return tmpl;
+    a3s_fail(err, A3S_ERR_SETUP, "cannot create the scratch directory in %s: names taken",
+             sb->tmp);
+    return NULL;
 }
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -546,6 +560,10 @@ const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb)
 /* ---- one execution ------------------------------------------------------------------ */
 
 typedef struct prepared {
+    /* What this execution makes on the host, recorded before it is made (stale.h). */
+    a3s_run_rec *rec;
+    bool leftover; /* something could not be removed: the record stays for a sweep */
+    int tmp_fd;    /* the directory holding the scratch dir: removal needs no new fd */
     char *scratch;
     int scratch_fd;
     struct stat scratch_st;
@@ -614,9 +632,16 @@ static void prepared_free(prepared *pp)
     a3s_strv_free(&pp->env);
     a3s_strv_free(&pp->args);
     a3s_strv_free(&pp->cmd);
-    remove_scratch(pp->scratch);
+    if (pp->scratch && !remove_scratch(pp->tmp_fd, pp->scratch))
+        pp->leftover = true;
     free(pp->scratch);
     pp->scratch = NULL;
+    if (pp->tmp_fd >= 0)
+        close(pp->tmp_fd);
+    pp->tmp_fd = -1;
+    /* Last: everything it lists is gone now (or left for the sweep). */
+    a3s_stale_run_close(pp->rec, !pp->leftover);
+    pp->rec = NULL;
 }
 
 /* A broadening root of this run's plan must be one the digest covers: a policy could
@@ -711,12 +736,20 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
                    a3s_error *err)
 {
     memset(pp, 0, sizeof *pp);
-    pp->scratch_fd = pp->ws_mnt = pp->scratch_mnt = -1;
+    pp->scratch_fd = pp->ws_mnt = pp->scratch_mnt = pp->tmp_fd = -1;
     /* Best effort: clean up after executions that were killed (pins, scratch dirs). */
     a3s_pins_sweep(a3s_stale_root(sb->tmp));
     a3s_stale_sweep(a3s_stale_root(sb->tmp));
-    if (!(pp->scratch = make_scratch(sb, err)))
+    if ((pp->tmp_fd = open(sb->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot open the temp dir %s", sb->tmp);
+    if (a3s_stale_run_open(a3s_stale_root(sb->tmp), &pp->rec, err) < 0) {
+        prepared_free(pp);
         return -1;
+    }
+    if (!(pp->scratch = make_scratch(sb, pp->tmp_fd, pp->rec, err))) {
+        prepared_free(pp);
+        return -1;
+    }
     /* The scratch dir as created: its identity is checked again inside. */
     pp->scratch_fd = open(pp->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (pp->scratch_fd < 0 || fstat(pp->scratch_fd, &pp->scratch_st) < 0) {
@@ -1035,6 +1068,29 @@ static char *stop_mediator(mediator_proc *m)
     return text;
 }
 
+/* Each process of the launch goes into the run record as soon as its pid is known. */
+static void record_pid(void *ud, pid_t pid)
+{
+    (void)a3s_stale_run_proc(ud, pid, NULL);
+}
+
+static int record_cgroup(void *ud, const char *path, a3s_error *err)
+{
+    return a3s_stale_run_note(ud, "cgroup", path, err);
+}
+
+/* The rest of each mirrored stream (marker and tail), once the command has ended. */
+static void mirror_rest(const a3s_exec_request *req, a3s_result *r)
+{
+    const char *rest[2] = {r->stdout_rest, r->stderr_rest};
+    size_t len[2] = {r->stdout_rest_len, r->stderr_rest_len};
+    for (int k = 0; k < 2 && !r->output_closed; k++)
+        if (req->mirror_fd[k] >= 0 && len[k] > 0 &&
+            a3s_write_all_nosigpipe(req->mirror_fd[k], rest[k], len[k]) < 0 &&
+            (errno == EPIPE || errno == ECONNRESET))
+            r->output_closed = true;
+}
+
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
                      a3s_error *err)
 {
@@ -1103,6 +1159,10 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .output_ud = req->output_ud,
         .cancel_fd = req->cancel_fd,
         .cwd = sb->workspace,
+        .mirror = req->mirror,
+        .mirror_fd = {req->mirror ? req->mirror_fd[0] : -1, req->mirror ? req->mirror_fd[1] : -1},
+        .on_pid = record_pid,
+        .pid_ud = pp.rec,
     };
     char *argv_buf[8];
     char **bargv = NULL;
@@ -1113,7 +1173,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     a3s_cgroup_limits cl = {pp.plan->limits.processes, pp.plan->limits.memory_bytes,
                             pp.plan->limits.cpu_millicores};
     if (cl.pids || cl.memory_bytes || cl.cpu_millicores) {
-        if (a3s_cgroup_create(quota_caps(sb), &cl, id, &cg, err) < 0) {
+        if (a3s_cgroup_create_noted(quota_caps(sb), &cl, id, record_cgroup, pp.rec, &cg,
+                                    err) < 0) {
             a3s_audit_emit(au, "quota", "deny", "capability-missing", "<quota>", NULL);
             goto out;
         }
@@ -1163,6 +1224,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
                 (cmd_filter_fd = export_mediated_filter(&pp.plan->seccomp, err)) < 0 ||
                 start_mediator(sb, &channel_fd, &med, err) < 0)
                 goto out;
+            record_pid(pp.rec, med.pid);
         } else if ((seccomp_fd = a3s_seccomp_export(&pp.plan->seccomp, err)) < 0) {
             goto out;
         }
@@ -1216,9 +1278,19 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         channel_fd = -1;
         if (a3s_exec_run(&l, &o, err) < 0)
             goto out;
-        if (!o.started && !o.timed_out && !o.aborted) {
+        /* Nothing of the command ran: a setup failure, whatever the clock said. */
+        if (!o.started && !o.aborted) {
             char why[1536];
-            setup_reason(&o, why, sizeof why);
+            if (o.launch_failed)
+                snprintf(why, sizeof why, "the launcher could not start the command: %s",
+                         strerror(o.launch_errno));
+            else if (o.timed_out)
+                snprintf(why, sizeof why, "it did not start within the deadline (%lld ms)",
+                         (long long)timeout_ms);
+            else if (o.output_closed)
+                snprintf(why, sizeof why, "the caller's output was closed");
+            else
+                setup_reason(&o, why, sizeof why);
             a3s_fail(err, A3S_ERR_SETUP, "the sandbox could not be set up%s: %s",
                      o.ns_started ? "" : " (namespaces were not created)", why);
             goto out;
@@ -1236,6 +1308,11 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     free(med_denials);
     if (frc < 0)
         goto out;
+    r->output_closed = o.output_closed;
+    if (req->mirror)
+        mirror_rest(req, r);
+    if (r->output_closed)
+        a3s_audit_emit(au, "output", "deny", "output-closed", "<output>", NULL);
     if (r->timed_out)
         a3s_audit_emit(au, "process", "deny", "timeout", "<process-tree>", NULL);
     if (r->truncated)
@@ -1252,9 +1329,8 @@ out:
         close(cmd_filter_fd);
     if (channel_fd >= 0)
         close(channel_fd);
-    if (cg && a3s_cgroup_destroy(cg) < 0 && rc == A3S_OK) {
-        /* the tree is gone; a directory that would not go is left for the sweep */
-    }
+    if (cg && a3s_cgroup_destroy(cg) < 0)
+        pp.leftover = true; /* the tree is gone; the directory is left for the sweep */
     free(bargv);
     if (seccomp_fd >= 0)
         close(seccomp_fd);
@@ -1314,6 +1390,7 @@ char *a3s_result_json(const a3s_result *r)
     json_object_set_new(o, "policy_digest", json_string(r->policy_digest));
     json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
     json_object_set_new(o, "identity", json_string(r->identity ? r->identity : ""));
+    json_object_set_new(o, "output_closed", json_boolean(r->output_closed));
     json_object_set_new(o, "network_grants",
                         r->grants_json ? json_loads(r->grants_json, 0, &je) : json_array());
     json_object_set_new(o, "denials", den);

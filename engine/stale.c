@@ -23,13 +23,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
+
 #define SCRATCH_PREFIX "a3s-sandbox-"
-#define OWNER_PREFIX "scratch-"
+#define OWNER_PREFIX "run-"
+#define LEGACY_PREFIX "scratch-" /* records of earlier versions: the scratch path alone */
 /* An owner file still without its path after this long belongs to a dead creator. */
 #define OWNER_GRACE_S 60
 
@@ -188,27 +193,151 @@ static const char *scratch_base(const char *path)
     return slash + 1;
 }
 
+/* ---------------------------------------------------------------- run records */
+
+struct a3s_run_rec {
+    char name[sizeof OWNER_PREFIX + 32]; /* the record file in the state directory */
+    int statefd, fd;
+    off_t len; /* bytes written so far */
+};
+
+int a3s_stale_run_open(const char *root, a3s_run_rec **out, a3s_error *err)
+{
+    *out = NULL;
+    a3s_run_rec *r = calloc(1, sizeof *r);
+    if (!r)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "run record: out of memory");
+    r->fd = -1;
+    if ((r->statefd = a3s_stale_state_open(root, true, err)) < 0) {
+        free(r);
+        return -1;
+    }
+    for (int tries = 0; r->fd < 0; tries++) {
+        char rnd[33];
+        random_hex(rnd, 16);
+        snprintf(r->name, sizeof r->name, OWNER_PREFIX "%s", rnd);
+        r->fd = openat(r->statefd, r->name,
+                       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (r->fd < 0 && (errno != EEXIST || tries >= 8)) {
+            int saved = errno;
+            close(r->statefd);
+            free(r);
+            return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot create a run record");
+        }
+    }
+    /* Locked before the first line goes in: a sweeper never mistakes a record of ours for
+     * a dead one. Waiting only covers a sweeper probing this very file. */
+    if (a3s_stale_lock(r->fd, F_WRLCK, 0, 0, true) < 0) {
+        int saved = errno;
+        (void)unlinkat(r->statefd, r->name, 0);
+        close(r->fd);
+        close(r->statefd);
+        free(r);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot lock a run record");
+    }
+    *out = r;
+    return 0;
+}
+
+static int run_append(a3s_run_rec *r, const char *line, size_t n, a3s_error *err)
+{
+    /* One write per line: a kill cannot leave half a line that parses. */
+    ssize_t w = pwrite(r->fd, line, n, r->len);
+    if (w != (ssize_t)n) {
+        int saved = w < 0 ? errno : EIO;
+        (void)ftruncate(r->fd, r->len);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot write a run record");
+    }
+    r->len += (off_t)n;
+    return 0;
+}
+
+int a3s_stale_run_note(a3s_run_rec *r, const char *kind, const char *path, a3s_error *err)
+{
+    char line[PATH_MAX + 32];
+    if (!r)
+        return 0;
+    if (!path || path[0] != '/' || strchr(path, '\n'))
+        return a3s_fail(err, A3S_ERR_INVALID, "run record: '%s' is not a recordable path",
+                        path ? path : "(null)");
+    int n = snprintf(line, sizeof line, "%s %s\n", kind, path);
+    if (n < 0 || (size_t)n >= sizeof line)
+        return a3s_fail(err, A3S_ERR_INVALID, "run record: path too long");
+    return run_append(r, line, (size_t)n, err);
+}
+
+off_t a3s_stale_run_mark(const a3s_run_rec *r)
+{
+    return r ? r->len : 0;
+}
+
+void a3s_stale_run_undo(a3s_run_rec *r, off_t mark)
+{
+    /* One syscall: the lines after mark (noted for an object that was never made) go. */
+    if (r && mark <= r->len && ftruncate(r->fd, mark) == 0)
+        r->len = mark;
+}
+
+/* Field 22 of /proc/<pid>/stat: the start time in clock ticks since boot. 0: unknown. */
+static unsigned long long proc_start(pid_t pid, uid_t *uid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 ? a3s_read_retry(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (uid)
+        *uid = st.st_uid;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long v = 0;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || sscanf(p + 1, "%llu", &v) != 1)
+        return 0;
+    return v;
+}
+
+int a3s_stale_run_proc(a3s_run_rec *r, pid_t pid, a3s_error *err)
+{
+    if (!r || pid <= 0)
+        return 0;
+    unsigned long long start = proc_start(pid, NULL);
+    if (!start)
+        return 0; /* already gone: nothing to record */
+    char line[96];
+    int n = snprintf(line, sizeof line, "proc %d %llu\n", (int)pid, start);
+    return run_append(r, line, (size_t)n, err);
+}
+
+void a3s_stale_run_close(a3s_run_rec *r, bool done)
+{
+    if (!r)
+        return;
+    /* Unlinked while still locked: nobody can take the name for a dead owner meanwhile.
+     * Not done: the record stays, unlocked, for the next sweep. */
+    if (done)
+        unlink_if_same(r->statefd, r->name, r->fd);
+    a3s_stale_lock_close(r->fd);
+    close(r->statefd);
+    free(r);
+}
+
 /* ---------------------------------------------------------------- scratch ownership */
 
 struct owner {
-    char *path;                          /* the scratch directory */
-    char name[sizeof OWNER_PREFIX + 32]; /* the owner file in the state directory */
-    int statefd, fd;
+    char *path; /* the scratch directory */
+    a3s_run_rec *rec;
     struct owner *next;
 };
 
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct owner *owners; /* guarded by owners_lock */
-
-static void owner_free(struct owner *o)
-{
-    if (o->fd >= 0)
-        a3s_stale_lock_close(o->fd);
-    if (o->statefd >= 0)
-        close(o->statefd);
-    free(o->path);
-    free(o);
-}
 
 int a3s_stale_scratch_own(const char *root, const char *scratch, a3s_error *err)
 {
@@ -220,36 +349,12 @@ int a3s_stale_scratch_own(const char *root, const char *scratch, a3s_error *err)
         free(o);
         return a3s_fail(err, A3S_ERR_INTERNAL, "scratch owner: out of memory");
     }
-    o->fd = -1;
-    o->statefd = a3s_stale_state_open(root, true, err);
-    if (o->statefd < 0) {
-        owner_free(o);
+    if (a3s_stale_run_open(root, &o->rec, err) < 0 ||
+        a3s_stale_run_note(o->rec, "scratch", scratch, err) < 0) {
+        a3s_stale_run_close(o->rec, true);
+        free(o->path);
+        free(o);
         return -1;
-    }
-    for (int tries = 0; o->fd < 0; tries++) {
-        char rnd[33];
-        random_hex(rnd, 16);
-        snprintf(o->name, sizeof o->name, OWNER_PREFIX "%s", rnd);
-        o->fd =
-            openat(o->statefd, o->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (o->fd < 0 && (errno != EEXIST || tries >= 8)) {
-            int saved = errno;
-            owner_free(o);
-            return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot record the owner of %s",
-                                  scratch);
-        }
-    }
-    /* Lock before the path goes in: a sweeper never mistakes a complete record of ours
-     * for a dead one. Waiting only covers a sweeper probing this very file. */
-    size_t len = strlen(scratch);
-    int rc = a3s_stale_lock(o->fd, F_WRLCK, 0, 0, true);
-    if (rc == 0 && ((rc = a3s_write_all(o->fd, scratch, len)) == 0))
-        rc = a3s_write_all(o->fd, "\n", 1);
-    if (rc < 0) {
-        int saved = errno;
-        (void)unlinkat(o->statefd, o->name, 0);
-        owner_free(o);
-        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot record the owner of %s", scratch);
     }
     pthread_mutex_lock(&owners_lock);
     o->next = owners;
@@ -274,9 +379,9 @@ void a3s_stale_scratch_disown(const char *scratch)
     pthread_mutex_unlock(&owners_lock);
     if (!o)
         return;
-    /* Unlink while still locked: nobody can take the name for a dead owner meanwhile. */
-    unlink_if_same(o->statefd, o->name, o->fd);
-    owner_free(o);
+    a3s_stale_run_close(o->rec, true);
+    free(o->path);
+    free(o);
 }
 
 /* ---------------------------------------------------------------- sweep */
@@ -308,7 +413,38 @@ static bool remove_dead_scratch(const char *path)
     return gone;
 }
 
-/* One owner file: leave it if its owner lives, else clean up after it. */
+/* Kill a recorded process of a dead run: only the very process recorded (same start
+ * time, read after its pidfd was opened, so the pid cannot be reused in between) and
+ * only one of ours. Killing the sandbox's first process ends its whole pid namespace. */
+static void kill_dead_proc(pid_t pid, unsigned long long start)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd < 0)
+        return; /* gone */
+    uid_t uid = (uid_t)-1;
+    if (proc_start(pid, &uid) == start && (uid == geteuid() || geteuid() == 0))
+        (void)syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+    close(pfd);
+}
+
+/* Act on one complete line of a dead run's record; false: to be retried later. */
+static bool sweep_line(char *line)
+{
+    if (line[0] == '/') /* the older format: the scratch path alone */
+        return remove_dead_scratch(line);
+    if (!strncmp(line, "scratch ", 8))
+        return remove_dead_scratch(line + 8);
+    if (!strncmp(line, "cgroup ", 7))
+        return line[7] != '/' || a3s_cgroup_sweep_dir(line + 7) == 0;
+    int pid;
+    unsigned long long start;
+    if (sscanf(line, "proc %d %llu", &pid, &start) == 2 && pid > 0)
+        kill_dead_proc(pid, start);
+    return true;
+}
+
+/* One record: leave it if its owner lives, else clean up after it: processes first (so
+ * that nothing writes the scratch dir while it goes), then cgroups, then the scratch. */
 static void sweep_owner(int statefd, const char *name)
 {
     int fd = openat(statefd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -320,19 +456,13 @@ static void sweep_owner(int statefd, const char *name)
         close(fd); /* alive (EAGAIN), or not a record of ours */
         return;
     }
-    char buf[PATH_MAX + 2];
+    char buf[16384];
     size_t n = 0;
-    for (ssize_t r; n < sizeof buf && (r = a3s_read_retry(fd, buf + n, sizeof buf - n)) > 0;)
+    for (ssize_t r; n < sizeof buf - 1 && (r = a3s_read_retry(fd, buf + n, sizeof buf - 1 - n)) > 0;)
         n += (size_t)r;
-    if (n > 0 && n < sizeof buf && buf[n - 1] == '\n' && memchr(buf, '\n', n) == buf + n - 1 &&
-        memchr(buf, '\0', n) == NULL) {
-        buf[n - 1] = '\0';
-        if (!remove_dead_scratch(buf)) {
-            a3s_stale_lock_close(fd);
-            return;
-        }
-    } else {
-        /* Incomplete: a creator between open and lock, or one that died there. */
+    buf[n] = '\0';
+    if (n == 0) {
+        /* Empty: a creator between open and lock, or one that died there. */
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         if (now.tv_sec - st.st_mtim.tv_sec < OWNER_GRACE_S) {
@@ -340,7 +470,21 @@ static void sweep_owner(int statefd, const char *name)
             return;
         }
     }
-    unlink_if_same(statefd, name, fd);
+    bool done = memchr(buf, '\0', n) == NULL;
+    /* Processes first, in one pass; then the rest. A trailing line without its newline
+     * was never completed: nothing of it was made. */
+    for (int pass = 0; pass < 2 && done; pass++) {
+        char *p = buf;
+        for (char *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+            *nl = '\0';
+            bool is_proc = !strncmp(p, "proc ", 5);
+            if (is_proc == (pass == 0) && !sweep_line(p))
+                done = false;
+            *nl = '\n';
+        }
+    }
+    if (done)
+        unlink_if_same(statefd, name, fd);
     a3s_stale_lock_close(fd);
 }
 
@@ -376,4 +520,6 @@ static void sweep_owner_cb(int statefd, const char *name, void *ud)
 void a3s_stale_sweep(const char *root)
 {
     a3s_stale_foreach(root, OWNER_PREFIX, sweep_owner_cb, NULL);
+    a3s_stale_foreach(root, LEGACY_PREFIX, sweep_owner_cb, NULL);
 }
+

@@ -34,6 +34,25 @@ int a3s_stale_lock(int fd, short type, off_t start, off_t len, bool wait);
  * description, and its locks: closing our fd alone would leave them held. */
 void a3s_stale_lock_close(int fd);
 
+/* A run record: a locked file in the state directory listing what one execution made on
+ * the host, each line written *before* the object it names is made (paths) or right
+ * after it exists (processes), so that whatever point the owner is killed at, the next
+ * sweep finds everything: "scratch PATH", "cgroup PATH", "proc PID STARTTIME". */
+typedef struct a3s_run_rec a3s_run_rec;
+int a3s_stale_run_open(const char *root, a3s_run_rec **out, a3s_error *err);
+/* Append "kind path" (path absolute, without a newline). NULL record: no-op. */
+int a3s_stale_run_note(a3s_run_rec *r, const char *kind, const char *path, a3s_error *err);
+/* Record a live process of the run (pid and start time): a sweep after the owner's death
+ * kills exactly that process if it still exists. A process already gone is not recorded. */
+int a3s_stale_run_proc(a3s_run_rec *r, pid_t pid, a3s_error *err);
+/* The record's length now, and dropping the lines noted since (for an object whose
+ * creation failed before anything was made, e.g. a name that existed). */
+off_t a3s_stale_run_mark(const a3s_run_rec *r);
+void a3s_stale_run_undo(a3s_run_rec *r, off_t mark);
+/* done: everything listed is gone, the record goes; else it is left (unlocked) for the
+ * next sweep. NULL: no-op. */
+void a3s_stale_run_close(a3s_run_rec *r, bool done);
+
 /* Record that this process owns the scratch directory `scratch` (an absolute path whose
  * last component starts with "a3s-sandbox-") until a3s_stale_scratch_disown: a locked
  * owner file in the state directory under root. */
@@ -42,8 +61,8 @@ int a3s_stale_scratch_own(const char *root, const char *scratch, a3s_error *err)
  * paths and NULL are ignored. */
 void a3s_stale_scratch_disown(const char *scratch);
 
-/* Best effort: remove the scratch directories whose recorded owner is dead, with their
- * records. Never touches a directory of a live owner, of another user, or one without a
+/* Best effort: for every run record whose owner is dead, kill its recorded processes,
+ * remove its cgroups and scratch directory, then the record. Never touches a directory of a live owner, of another user, or one without a
  * record. Reads only the state directory. */
 void a3s_stale_sweep(const char *root);
 

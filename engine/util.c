@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,4 +438,47 @@ unsigned long long a3s_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (unsigned long long)ts.tv_sec * 1000ULL + (unsigned long long)ts.tv_nsec / 1000000ULL;
+}
+
+/* Write without ever raising SIGPIPE in the host process when the reader has gone: the host's disposition is not ours to change (the
+ * default kills). SIGPIPE is blocked in this thread around the write and one that the
+ * write generated is consumed (unless one was already pending before). Returns like
+ * write(2). */
+ssize_t a3s_write_nosigpipe(int fd, const void *buf, size_t len)
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    int e = pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    if (e != 0) {
+        errno = e;
+        return -1;
+    }
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    ssize_t w;
+    do
+        w = write(fd, buf, len);
+    while (w < 0 && errno == EINTR);
+    int saved = errno;
+    if (w < 0 && saved == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return w;
+}
+
+int a3s_write_all_nosigpipe(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = a3s_write_nosigpipe(fd, p, len);
+        if (w < 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
 }

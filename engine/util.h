@@ -36,6 +36,10 @@ char *a3s_strndup(const char *s, size_t n);
 
 /* read/write loops that retry on EINTR; write_all returns 0 or -1 with errno. */
 int a3s_write_all(int fd, const void *buf, size_t len);
+/* write(2) that never raises SIGPIPE in the host (EPIPE instead), whatever its
+ * disposition; and the write-all form (EINTR retried, -1 with errno on failure). */
+ssize_t a3s_write_nosigpipe(int fd, const void *buf, size_t len);
+int a3s_write_all_nosigpipe(int fd, const void *buf, size_t len);
 ssize_t a3s_read_retry(int fd, void *buf, size_t len);
 
 /* Path helpers. A "clean" path is absolute, has no empty, "." or ".." components and no

@@ -79,9 +79,19 @@ typedef struct a3s_exec_request {
     void *output_ud;
     int cancel_fd; /* >= 0: when it becomes readable (or hangs up), the tree is killed at
                       once and the exec returns A3S_ERR_ABORTED (e.g. a signal self-pipe) */
+    /* Live output without blocking and without SIGPIPE (what a CLI does with its own
+     * stdout and stderr): when mirror is set, each stream's rendering is written to
+     * mirror_fd[0] (stdout) and mirror_fd[1] (stderr; -1: that stream is not written),
+     * the head as it arrives and the rest (truncation marker, tail) when the command
+     * ended. A reader that stops reading stops the command's output as a pipe would; the
+     * deadline still holds. When the reader of a stream the command wrote to goes away,
+     * the tree is killed and the result says output_closed (a shell's SIGPIPE, without
+     * the signal in the caller). The fds stay the caller's; their flags are unchanged. */
+    bool mirror;
+    int mirror_fd[2];
 } a3s_exec_request;
 
-#define A3S_EXEC_REQUEST_INIT {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1}
+#define A3S_EXEC_REQUEST_INIT {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}}
 
 typedef struct a3s_result {
     /* Rendered captures (head, marker, tail), lossy UTF-8, NUL-terminated. */
@@ -107,6 +117,9 @@ typedef struct a3s_result {
      * "mapped" (a root caller's command under the unprivileged mapped id) or "host-root"
      * (a root caller's command as uid 0, only with allow_host_root). */
     const char *identity;
+    /* The reader of a mirrored output went away (see a3s_exec_request.mirror): the tree
+     * was killed then. A CLI exits 141 (128 + SIGPIPE), as a shell pipeline would. */
+    bool output_closed;
 } a3s_result;
 
 const char *a3s_version(void);

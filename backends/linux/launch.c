@@ -10,8 +10,9 @@
  * otherwise it launches PROGRAM itself.
  *
  * Launching: protocol on fd 3 (a pipe to the supervisor): "S" once the sandbox is set up
- * (anything failing before that is the sandbox's failure, not the command's), then, after
- * the command ended, "X<wait status>\n", so the supervisor can report a death by signal
+ * (anything failing before that is the sandbox's failure, not the command's); then
+ * "E<errno>\n" if the command's process could not even be forked (a setup failure too),
+ * or, after the command ended, "X<wait status>\n", so the supervisor can report a death by signal
  * exactly. fd 3 and 4 (bwrap's status pipe) never reach the command. The launcher is not
  * dumpable, so the command (same uid) cannot ptrace it to forge that status.
  *
@@ -24,7 +25,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +35,17 @@
 #include "setup.h"
 
 #define EXIT_SETUP 125
+
+/* Is pid 1 of our pid namespace bwrap (the sandbox's), not a host's init? */
+static bool in_sandbox_pidns(void)
+{
+    char comm[32] = "";
+    int fd = open("/proc/1/comm", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, comm, sizeof comm - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    return n > 0 && strncmp(comm, "bwrap\n", 6) == 0;
+}
 
 static int launch(char **cmd)
 {
@@ -48,8 +62,13 @@ static int launch(char **cmd)
 
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "a3s-sandbox: cannot start %s: %s\n", cmd[0], strerror(errno));
-        return 126;
+        /* The command never ran: the supervisor reports a setup failure (125), with the
+         * reason from this line, not as the command's output. */
+        char msg[32];
+        int n = snprintf(msg, sizeof msg, "E%d\n", errno);
+        if (n > 0)
+            (void)!write(A3S_FD_STARTED, msg, (size_t)n);
+        return EXIT_SETUP;
     }
     if (pid == 0) {
         execvp(cmd[0], cmd);
@@ -63,6 +82,30 @@ static int launch(char **cmd)
     }
     (void)close(A3S_FD_STATUS);
 
+    /* The supervisor's lifeline: fd 3's reader is the supervisor itself. If it dies
+     * (SIGKILL), the pipe reports POLLERR here; the sandbox must not outlive it, whatever
+     * became of bwrap's own parent-death signal: kill everything in this pid namespace
+     * (pid 1, bwrap, then exits with its last child). */
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    while (pfd >= 0) {
+        struct pollfd p[2] = {{pfd, POLLIN, 0}, {A3S_FD_STARTED, 0, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break; /* plain waiting below */
+        }
+        if (p[1].revents & (POLLERR | POLLHUP)) {
+            /* kill(-1) reaches only this pid namespace; bwrap always makes one, and its
+             * pid 1 is bwrap: never signal anything else. */
+            if (in_sandbox_pidns())
+                (void)kill(-1, SIGKILL);
+            else
+                (void)kill(pid, SIGKILL);
+            _exit(EXIT_SETUP);
+        }
+        if (p[0].revents)
+            break;
+    }
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR)

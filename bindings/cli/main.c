@@ -16,6 +16,7 @@
 
 #define EXIT_TIMEOUT 124
 #define EXIT_REFUSED 125
+#define EXIT_OUTPUT_CLOSED (128 + SIGPIPE) /* what a shell pipeline reports */
 
 static const char usage_text[] =
     "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
@@ -45,6 +46,7 @@ static const char usage_text[] =
     "\n"
     "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
     "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
+    "141 the reader of our output went away (the process tree was killed);\n"
     "126/127 the program is not executable / not found inside the sandbox.\n";
 
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -75,28 +77,20 @@ static bool truthy(const char *v)
     return false;
 }
 
-static void write_out(int fd, const char *p, size_t n)
+/* Returns false when the reader went away (EPIPE: SIGPIPE is ignored here). */
+static bool write_out(int fd, const char *p, size_t n)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return; /* a closed stdout must not stop the command's supervision */
+            return errno != EPIPE;
         }
         p += w;
         n -= (size_t)w;
     }
-}
-
-/* Live mirror of the capture: print what went into the head as it arrives. */
-static int on_output(void *ud, int stream, const char *data, size_t len, size_t head_len)
-{
-    (void)ud;
-    (void)len;
-    if (head_len)
-        write_out(stream == A3S_STDERR ? 2 : 1, data, head_len);
-    return 0;
+    return true;
 }
 
 typedef struct cli {
@@ -344,8 +338,13 @@ int main(int argc, char **argv)
         req.env = c.env;
         /* Forward our stdin when we have one; a closed fd 0 becomes /dev/null. */
         req.stdin_fd = fcntl(0, F_GETFD) >= 0 ? 0 : -1;
-        if (!c.json)
-            req.on_output = on_output;
+        /* The library prints the output live, never blocking past the deadline; when our
+         * reader goes away (yes | head -1) it kills the tree: exit 141, like a shell. */
+        if (!c.json) {
+            req.mirror = true;
+            req.mirror_fd[0] = 1;
+            req.mirror_fd[1] = 2;
+        }
         install_signal_pipe();
         req.cancel_fd = sig_pipe[0];
         a3s_result r;
@@ -362,20 +361,17 @@ int main(int argc, char **argv)
                 fprintf(stderr, "a3s-sandbox: warning: THE COMMAND RAN AS HOST ROOT (uid 0, no "
                                 "capabilities): the unprivileged mapped id was not available "
                                 "here and --allow-host-root was given\n");
+            bool closed = r.output_closed;
             if (c.json) {
                 char *s = a3s_result_json(&r);
                 if (s) {
-                    write_out(1, s, strlen(s));
-                    write_out(1, "\n", 1);
+                    closed = !write_out(1, s, strlen(s)) || !write_out(1, "\n", 1) || closed;
                     free(s);
                 }
-            } else {
-                write_out(1, r.stdout_rest, r.stdout_rest_len);
-                write_out(2, r.stderr_rest, r.stderr_rest_len);
-                if (r.timed_out)
-                    fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");
+            } else if (r.timed_out && !closed) {
+                fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");
             }
-            rc = exit_status(&r);
+            rc = closed ? EXIT_OUTPUT_CLOSED : exit_status(&r);
             a3s_result_free(&r);
         }
     }

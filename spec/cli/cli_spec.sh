@@ -85,7 +85,7 @@ check "default workspace is writable" test -e "$ws/made-in-cwd"
 run_cli -w "$ws" --json -- printf %s json-ok
 check "--json: one object, nothing else on stdout" eq "$(jv 'd["stdout"]')" json-ok
 check "--json: result fields present" eq "$(jv 'sorted(d)')" \
-  '["backend", "captured_bytes", "denials", "duration_ms", "execution_id", "exit_code", "identity", "network_grants", "policy", "policy_digest", "signal", "stderr", "stdout", "timed_out", "total_bytes", "truncated"]'
+  '["backend", "captured_bytes", "denials", "duration_ms", "execution_id", "exit_code", "identity", "network_grants", "output_closed", "policy", "policy_digest", "signal", "stderr", "stdout", "timed_out", "total_bytes", "truncated"]'
 check "--json: policy baseline, digest, backend" eq "$(jv '[d["policy"], d["policy_digest"], d["backend"], d["network_grants"]]')" \
   "[\"baseline\", \"$d1\", \"linux-bwrap\", []]"
 
