@@ -2,10 +2,11 @@
 # Install the Debian packages the build and the tests need, only when missing.
 set -euo pipefail
 
-# clang and its runtime libraries (libFuzzer) build the parser fuzzer (scripts/test.sh).
+# clang and its runtime libraries (libFuzzer) build the parser fuzzer (scripts/test.sh);
+# strace kills the CLI at chosen syscalls in the fault-injection spec.
 PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
       lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl clang
-      libclang-rt-dev)
+      libclang-rt-dev strace)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Fault injection: the CLI is SIGKILLed at many deterministic points of setup and run
+# (strace delivers SIGKILL on entry to the Nth call of one syscall, enumerated from a trace
+# of an ordinary run), and at random moments; after each kill, one ordinary run. Then the
+# workspace must be byte-identical to before the killed run (no placeholder, no temporary),
+# and nothing of the killed run may remain on the host: no scratch dir, no run record, no
+# pin record, no process.
+#
+# A3S_FAULT_POINTS (default 90) bounds how many syscall points are tried per mode: every
+# call that makes or removes something on the host is always tried, the rest by stride.
+. "$(dirname "$0")/lib.sh"
+require_sandbox
+command -v strace >/dev/null || skip_all "strace is not installed (scripts/setup.sh installs it)"
+
+# A private temp dir: this run's scratch dirs are told apart from concurrent specs'.
+TMPDIR=$(tmpdir)
+export TMPDIR
+ws=$(tmpdir)
+mkdir -p "$ws/src/deep" "$ws/.git/hooks"
+printf 'int main(void){return 0;}\n' >"$ws/src/main.c"
+printf 'ref: refs/heads/main\n' >"$ws/.git/HEAD"
+printf 'data\n' >"$ws/src/deep/file"
+state=/tmp/a3s-sandbox-state-$(id -u)
+marker=a3s-fault-$$-$RANDOM # in the killed runs' command line, to find it afterwards
+cmd="sleep 0.3; : $marker"
+
+# Names, types, modes, sizes, link targets and contents of everything in the workspace.
+snapshot() {
+  (cd "$ws" && find . -printf '%p|%y|%m|%s|%l\n' | LC_ALL=C sort &&
+    find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum)
+}
+before=$(snapshot)
+
+ws_key() { printf 'ws-%x-%x' "$(stat -c %d "$ws")" "$(stat -c %i "$ws")"; }
+
+orphans() {
+  ps -eo pid=,ppid=,stat=,comm= |
+    awk '$2 == 1 && $3 !~ /^Z/ && ($4 == "bwrap" || $4 ~ /^a3s-sandbox/) { print $1, $4 }' | sort
+}
+
+# Host side after the ordinary run that follows a kill. Echoes what is wrong, if anything.
+leftovers() {
+  local what=""
+  [ "$(snapshot)" = "$before" ] || what+="workspace changed: $(diff <(echo "$before") <(snapshot) | head -5 | tr '\n' ' '); "
+  local s; s=$(ls -d "$TMPDIR"/a3s-sandbox-* 2>/dev/null)
+  [ -z "$s" ] || what+="scratch dirs left: $s; "
+  local r; r=$(grep -l "$TMPDIR/" "$state"/run-* 2>/dev/null)
+  [ -z "$r" ] || what+="run records left: $r; "
+  [ ! -e "$state/$(ws_key).pins" ] || what+="pin record left; "
+  pgrep -f "$marker" >/dev/null && what+="the killed run's command still runs; "
+  # An orphaned sandbox: a live bwrap or launcher whose parent is gone (reparented),
+  # still there a moment later (a killed CLI's children pass through that state briefly,
+  # also those of concurrent specs).
+  local o; o=$(orphans)
+  if [ -n "$o" ]; then
+    sleep 0.5
+    o=$(comm -12 <(echo "$o") <(orphans))
+    [ -z "$o" ] || what+="orphaned sandbox processes: $o; "
+  fi
+  echo "$what"
+}
+
+# The PDEATHSIG'd children of a killed CLI die asynchronously: give them a moment, but
+# never assume how long (the check after the ordinary run is what counts).
+settle() { for _ in 1 2 3 4 5 6 7 8 9 10; do pgrep -f "$marker" >/dev/null || return 0; sleep 0.05; done; }
+
+# --- enumerate the kill points from one traced ordinary run ---------------------------
+trace=$(mktemp "$TMPDIR/trace.XXXXXX")
+strace -qq -o "$trace" "$A3S" -w "$ws" -c "$cmd" >/dev/null 2>&1 </dev/null
+check "an ordinary traced run leaves the workspace as it was" eq "$(leftovers)" ""
+# syscall name of every line, then "name k" for its k-th call
+mapfile -t points < <(sed -n 's/^\([a-z0-9_]*\)(.*/\1/p' "$trace" |
+  awk '{ n[$1]++; print $1, n[$1] }')
+rm -f "$trace"
+check "the trace lists the CLI's syscalls (${#points[@]})" test "${#points[@]}" -gt 100
+
+max=${A3S_FAULT_POINTS:-90}
+always='^(mkdir|mkdirat|rmdir|unlink|unlinkat|rename|renameat|renameat2|ftruncate|pwrite64|clone|clone3|fork|vfork|pidfd_open|open_tree|move_mount|mount_setattr|memfd_create|socketpair|fcntl|flock) '
+stride=$(( (${#points[@]} + max - 1) / max ))
+selected=()
+for i in "${!points[@]}"; do
+  p=${points[$i]}
+  if [[ "$p " =~ $always ]] || [ $((i % stride)) -eq 0 ]; then selected+=("$p"); fi
+done
+echo "# ${#points[@]} syscalls in an ordinary run; killing at ${#selected[@]} of them"
+
+bad=0 tried=0 first=""
+for p in "${selected[@]}"; do
+  name=${p% *} k=${p#* }
+  # (strace reports the kill on stderr as its own death: silenced)
+  (strace -qq -o /dev/null -e trace="$name" -e inject="$name:signal=KILL:when=$k" \
+    "$A3S" -w "$ws" -c "$cmd" >/dev/null 2>&1 </dev/null; true) 2>/dev/null
+  settle
+  "$A3S" -w "$ws" -- true >/dev/null 2>&1 </dev/null
+  tried=$((tried + 1))
+  l=$(leftovers)
+  if [ -n "$l" ]; then
+    bad=$((bad + 1))
+    [ -n "$first" ] || first="killed at call $k of $name: $l"
+    # Start the next point from a clean state, so one failure is not counted many times.
+    pkill -KILL -f "$marker" 2>/dev/null
+    "$A3S" -w "$ws" -- true >/dev/null 2>&1 </dev/null
+  fi
+done
+check "SIGKILL at $tried syscall points, then one run: nothing left ($bad bad; first: ${first:-none})" \
+  eq "$bad" 0
+
+# --- random moments, the command running or not ---------------------------------------
+bad=0 first=""
+for i in $(seq 1 40); do
+  "$A3S" -w "$ws" -c "$cmd" >/dev/null 2>&1 </dev/null &
+  pid=$!
+  sleep "0.0$((RANDOM % 60 + 1))"
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  settle
+  "$A3S" -w "$ws" -- true >/dev/null 2>&1 </dev/null
+  l=$(leftovers)
+  if [ -n "$l" ]; then
+    bad=$((bad + 1)); [ -n "$first" ] || first="$l"
+    pkill -KILL -f "$marker" 2>/dev/null
+    "$A3S" -w "$ws" -- true >/dev/null 2>&1 </dev/null
+  fi
+done
+check "SIGKILL at 40 random moments, then one run: nothing left ($bad bad; first: ${first:-none})" \
+  eq "$bad" 0
+
+# --- a refused run under a tiny fd limit leaks nothing -----------------------------------
+# (checked right after each: such a run must clean up itself, not leave it to a sweep)
+bad=""
+for n in 6 7 8 9 10 11 12 14 16 20; do
+  (ulimit -n "$n"; exec "$A3S" -w "$ws" -- true) >/dev/null 2>&1 </dev/null
+  l=$(leftovers)
+  [ -z "$l" ] || bad+="ulimit -n $n: $l "
+done
+check "runs under ulimit -n 6..20 leave nothing behind themselves" eq "$bad" ""
+finish
