@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mirror.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -335,63 +336,6 @@ static bool feed_write(stdin_feed *f, int pipe_fd)
     return true;
 }
 
-/* ---- the output mirror (see a3s_launch.mirror) ---------------------------------------- */
-
-typedef struct mirror_state {
-    int fd[2];     /* -1: not mirrored (any more) */
-    bool wrote[2]; /* the command wrote to this stream */
-    char *buf;     /* the one chunk waiting for its reader */
-    size_t len, off;
-    int stream; /* of that chunk */
-} mirror_state;
-
-static bool reader_gone(int e)
-{
-    return e == EPIPE || e == ECONNRESET;
-}
-
-/* poll reported revents on mirror k. Write at most PIPE_BUF bytes: a pipe that polls
- * writable takes that much without blocking. Returns -1 when the reader is gone; other
- * write errors end mirroring of that fd (the capture still has everything). */
-static int mirror_step(mirror_state *m, int k, short revents)
-{
-    if (!(m->len > m->off && m->stream == k + 1)) {
-        /* Watching only: POLLERR on a pipe or socket whose reader went away. */
-        return (revents & (POLLERR | POLLHUP)) ? -1 : 0;
-    }
-    size_t n = m->len - m->off;
-    if (n > PIPE_BUF)
-        n = PIPE_BUF;
-    ssize_t w = a3s_write_nosigpipe(m->fd[k], m->buf + m->off, n);
-    if (w < 0) {
-        if (errno == EAGAIN)
-            return 0;
-        if (reader_gone(errno)) {
-            m->len = m->off = 0;
-            m->fd[0] = m->fd[1] = -1;
-            return -1;
-        }
-        int dead = m->fd[k];
-        for (int j = 0; j < 2; j++)
-            if (m->fd[j] == dead)
-                m->fd[j] = -1;
-        m->len = m->off = 0;
-        return 0;
-    }
-    m->off += (size_t)w;
-    if (m->off == m->len)
-        m->len = m->off = 0;
-    return 0;
-}
-
-static int mirror_flush(mirror_state *m)
-{
-    int fd = m->fd[m->stream - 1];
-    int rc = fd >= 0 ? a3s_write_all_nosigpipe(fd, m->buf + m->off, m->len - m->off) : 0;
-    m->len = m->off = 0;
-    return rc < 0 && reader_gone(errno) ? -1 : 0;
-}
-
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 {
     int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
@@ -402,7 +346,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     bool reaped = false;
     char *buf = NULL;
     stdin_feed feed = {.src = -1, .pos = -1};
-    mirror_state m = {.fd = {-1, -1}};
+    a3s_mirror m = {.fd = {-1, -1}};
 
     memset(o, 0, sizeof *o);
     o->reported_exit = -1;
@@ -549,16 +493,15 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             idx_c = np;
             pf[np++] = (struct pollfd){l->cancel_fd, POLLIN, 0};
         }
-        for (int k = 0; k < 2; k++) {
-            if (m.fd[k] < 0 || (k == 1 && m.fd[1] == m.fd[0]))
+        if (mpend && m.fd[m.stream - 1] >= 0) {
+            idx_m[m.stream - 1] = np;
+            pf[np++] = (struct pollfd){m.fd[m.stream - 1], POLLOUT, 0};
+        }
+        for (int k = 0; k < 2 && !mpend; k++) {
+            if (m.fd[k] < 0 || !m.wrote[k] || (k == 1 && m.fd[1] == m.fd[0] && m.wrote[0]))
                 continue;
-            if (mpend && m.stream == k + 1) {
-                idx_m[k] = np;
-                pf[np++] = (struct pollfd){m.fd[k], POLLOUT, 0};
-            } else if (!mpend && m.wrote[k]) {
-                idx_m[k] = np; /* events 0: POLLERR once the reader is gone */
-                pf[np++] = (struct pollfd){m.fd[k], 0, 0};
-            }
+            idx_m[k] = np; /* events 0: POLLERR once the reader is gone */
+            pf[np++] = (struct pollfd){m.fd[k], 0, 0};
         }
         if (out_p[0] >= 0 && !mpend) {
             idx_out = np;
@@ -691,7 +634,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         for (int k = 0; k < 2; k++) {
             if (idx_m[k] < 0 || !pf[idx_m[k]].revents)
                 continue;
-            if (mirror_step(&m, k, pf[idx_m[k]].revents) < 0 && !o->output_closed) {
+            if (a3s_mirror_step(&m, k, pf[idx_m[k]].revents) < 0 && !o->output_closed) {
                 o->output_closed = true;
                 killed = true;
                 kill_tree(pid, pidfd);
@@ -770,7 +713,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         }
     }
     /* The tree is gone: what its reader has not taken yet is written now. */
-    if (m.len > m.off && mirror_flush(&m) < 0)
+    if (m.len > m.off && a3s_mirror_flush(&m) < 0)
         o->output_closed = true;
     rc = 0;
 
