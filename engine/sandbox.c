@@ -798,6 +798,7 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin, prepa
         .mapped = pp->mapped,
         .uid = getuid(),
         .gid = getgid(),
+        .tag = pin ? a3s_stale_run_tag(pp->rec) : NULL,
     };
     if (sb->ngrants) {
         if (!sb->relay) {

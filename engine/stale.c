@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -34,6 +35,8 @@
 
 #define SCRATCH_PREFIX "a3s-sandbox-"
 #define OWNER_PREFIX "run-"
+#define TOMB_PREFIX "tomb-" /* a swept run, whose tag is looked for a while longer */
+#define TOMB_KEEP_S 60
 #define LEGACY_PREFIX "scratch-" /* records of earlier versions: the scratch path alone */
 /* An owner file still without its path after this long belongs to a dead creator. */
 #define OWNER_GRACE_S 60
@@ -266,6 +269,11 @@ int a3s_stale_run_note(a3s_run_rec *r, const char *kind, const char *path, a3s_e
     return run_append(r, line, (size_t)n, err);
 }
 
+const char *a3s_stale_run_tag(const a3s_run_rec *r)
+{
+    return r ? r->name + strlen(OWNER_PREFIX) : NULL;
+}
+
 off_t a3s_stale_run_mark(const a3s_run_rec *r)
 {
     return r ? r->len : 0;
@@ -278,6 +286,25 @@ void a3s_stale_run_undo(a3s_run_rec *r, off_t mark)
         r->len = mark;
 }
 
+/* The real uid from /proc/<pid>/status (the /proc files of a non-dumpable process belong
+ * to root, whoever runs it). (uid_t)-1: unknown. */
+static uid_t proc_uid(pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return (uid_t)-1;
+    ssize_t n = a3s_read_retry(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return (uid_t)-1;
+    buf[n] = '\0';
+    char *u = strstr(buf, "\nUid:");
+    unsigned long v;
+    return u && sscanf(u + 5, "%lu", &v) == 1 ? (uid_t)v : (uid_t)-1;
+}
+
 /* Field 22 of /proc/<pid>/stat: the start time in clock ticks since boot. 0: unknown. */
 static unsigned long long proc_start(pid_t pid, uid_t *uid)
 {
@@ -286,14 +313,13 @@ static unsigned long long proc_start(pid_t pid, uid_t *uid)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    struct stat st;
-    ssize_t n = fstat(fd, &st) == 0 ? a3s_read_retry(fd, buf, sizeof buf - 1) : -1;
+    ssize_t n = a3s_read_retry(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
     if (uid)
-        *uid = st.st_uid;
+        *uid = proc_uid(pid);
     char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     unsigned long long v = 0;
     for (int field = 2; p && field < 22; field++)
@@ -422,9 +448,62 @@ static void kill_dead_proc(pid_t pid, unsigned long long start)
     if (pfd < 0)
         return; /* gone */
     uid_t uid = (uid_t)-1;
-    if (proc_start(pid, &uid) == start && (uid == geteuid() || geteuid() == 0))
-        (void)syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+    if (proc_start(pid, &uid) == start && (uid == geteuid() || geteuid() == 0) &&
+        syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
+        /* Wait (bounded) until it is gone: a bwrap killed in the middle of clone() may
+         * still create the sandbox's first process, which the tag scan must then see. */
+        struct pollfd p = {pfd, POLLIN, 0};
+        while (poll(&p, 1, 2000) < 0 && errno == EINTR)
+            ;
+    }
     close(pfd);
+}
+
+/* Kill the dead run's sandbox processes found by their tag ("--tag TAG" on the argv, see
+ * a3s_stale_run_tag): those it could not record. Only processes of ours (root: any,
+ * since a root caller's sandbox runs under other ids), each checked again after its
+ * pidfd is open (same start time), so a reused pid is never signalled. */
+static int kill_tagged_once(const char *tag)
+{
+    int killed = 0;
+    char want[64];
+    int wn = snprintf(want, sizeof want, "--tag%c%s%c", '\0', tag, '\0');
+    DIR *d = opendir("/proc");
+    if (!d || wn <= 0) {
+        if (d)
+            closedir(d);
+        return 0;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == getpid())
+            continue;
+        char path[64], buf[8192];
+        snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = a3s_read_retry(fd, buf, sizeof buf);
+        close(fd);
+        if (n <= 0 || !memmem(buf, (size_t)n, want, (size_t)wn))
+            continue;
+        uid_t uid = (uid_t)-1;
+        unsigned long long start = proc_start((pid_t)pid, &uid);
+        if (start && (uid == geteuid() || geteuid() == 0)) {
+            kill_dead_proc((pid_t)pid, start);
+            killed++;
+        }
+    }
+    closedir(d);
+    return killed;
+}
+
+/* Again after each kill: a bwrap killed in clone() may still have made its child. */
+static void kill_tagged(const char *tag)
+{
+    for (int round = 0; round < 4 && kill_tagged_once(tag) > 0; round++) {
+    }
 }
 
 /* Act on one complete line of a dead run's record; false: to be retried later. */
@@ -471,9 +550,12 @@ static void sweep_owner(int statefd, const char *name)
         }
     }
     bool done = memchr(buf, '\0', n) == NULL;
-    /* Processes first, in one pass; then the rest. A trailing line without its newline
-     * was never completed: nothing of it was made. */
+    /* Recorded processes first (each waited for), then those found by the run's tag
+     * (made by a recorded one before it died, or never recorded), then the rest. A
+     * trailing line without its newline was never completed: nothing of it was made. */
     for (int pass = 0; pass < 2 && done; pass++) {
+        if (pass == 1 && !strncmp(name, OWNER_PREFIX, strlen(OWNER_PREFIX)))
+            kill_tagged(name + strlen(OWNER_PREFIX));
         char *p = buf;
         for (char *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
             *nl = '\0';
@@ -483,9 +565,32 @@ static void sweep_owner(int statefd, const char *name)
             *nl = '\n';
         }
     }
-    if (done)
+    if (done && !strncmp(name, OWNER_PREFIX, strlen(OWNER_PREFIX))) {
+        /* Kept a while as a tomb: a bwrap killed mid-clone can still make the sandbox's
+         * first process after this scan; the next sweeps look for the tag again. */
+        char tomb[sizeof TOMB_PREFIX + 40];
+        snprintf(tomb, sizeof tomb, TOMB_PREFIX "%s", name + strlen(OWNER_PREFIX));
+        if (renameat(statefd, name, statefd, tomb) < 0)
+            unlink_if_same(statefd, name, fd);
+    } else if (done) {
         unlink_if_same(statefd, name, fd);
+    }
     a3s_stale_lock_close(fd);
+}
+
+/* A tomb: kill what still carries its tag; forget it once old. */
+static void sweep_tomb(int statefd, const char *name)
+{
+    struct stat st;
+    struct timespec now;
+    if (fstatat(statefd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid() || strlen(name) != strlen(TOMB_PREFIX) + 32)
+        return;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec - st.st_ctim.tv_sec > TOMB_KEEP_S)
+        (void)unlinkat(statefd, name, 0);
+    else
+        kill_tagged(name + strlen(TOMB_PREFIX));
 }
 
 void a3s_stale_foreach(const char *root, const char *prefix,
@@ -517,9 +622,16 @@ static void sweep_owner_cb(int statefd, const char *name, void *ud)
     sweep_owner(statefd, name);
 }
 
+static void sweep_tomb_cb(int statefd, const char *name, void *ud)
+{
+    (void)ud;
+    sweep_tomb(statefd, name);
+}
+
 void a3s_stale_sweep(const char *root)
 {
     a3s_stale_foreach(root, OWNER_PREFIX, sweep_owner_cb, NULL);
     a3s_stale_foreach(root, LEGACY_PREFIX, sweep_owner_cb, NULL);
+    a3s_stale_foreach(root, TOMB_PREFIX, sweep_tomb_cb, NULL);
 }
 

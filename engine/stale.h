@@ -45,6 +45,10 @@ int a3s_stale_run_note(a3s_run_rec *r, const char *kind, const char *path, a3s_e
 /* Record a live process of the run (pid and start time): a sweep after the owner's death
  * kills exactly that process if it still exists. A process already gone is not recorded. */
 int a3s_stale_run_proc(a3s_run_rec *r, pid_t pid, a3s_error *err);
+/* The record's random tag (32 hex digits): put on the argv of the run's sandbox
+ * processes, it lets a sweep find and kill the dead run's processes whose pids were
+ * never recorded (killed before the pid was known). */
+const char *a3s_stale_run_tag(const a3s_run_rec *r);
 /* The record's length now, and dropping the lines noted since (for an object whose
  * creation failed before anything was made, e.g. a name that existed). */
 off_t a3s_stale_run_mark(const a3s_run_rec *r);

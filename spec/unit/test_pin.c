@@ -554,6 +554,7 @@ static bool holder_end(struct holder *h, char how)
 }
 
 /* Files in the state directory whose name ends with suffix ("" for all). */
+/* Tombs ("tomb-*": swept runs whose tag is looked for a while, stale.c) are not records. */
 static size_t state_files(const char *suffix)
 {
     DIR *d = opendir(state_dir);
@@ -563,7 +564,7 @@ static size_t state_files(const char *suffix)
     for (struct dirent *de; (de = readdir(d));) {
         size_t l = strlen(de->d_name);
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && l >= sl &&
-            strcmp(de->d_name + l - sl, suffix) == 0)
+            strncmp(de->d_name, "tomb-", 5) != 0 && strcmp(de->d_name + l - sl, suffix) == 0)
             n++;
     }
     closedir(d);
