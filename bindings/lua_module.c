@@ -1,8 +1,17 @@
 /* `require "a3s_sandbox"`: the Lua module for Lua-hosted tools (SPEC §3).
  *
  * Operational failures return nil, message; misuse (wrong argument types, unknown
- * options) raises. The observer runs in the caller's thread; an error raised in it kills
- * the process tree and is re-raised after cleanup. */
+ * options) raises.
+ *
+ * Callbacks (the on_output observer, the audit function) are called from inside
+ * a3s_sandbox_exec, below the engine's C frames. A Lua error (or a memory error) that
+ * longjmp'ed through those frames would skip their cleanup and leak the running process
+ * tree, fds, workspace pins and the scratch dir. So every call into Lua made there is a
+ * protected call that also pushes the callback's arguments (a memory error while pushing
+ * the data is caught too). The first error value stays on the stack of sb:exec, a
+ * failing observer stops the run (the tree is killed at once), and only after
+ * a3s_sandbox_exec has returned and released everything is that very value raised again
+ * with lua_error. After an error no Lua value is touched until then. */
 #include <jansson.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -13,34 +22,98 @@
 
 #define SANDBOX_MT "a3s.Sandbox"
 
-/* The audit callback of a sandbox: a Lua function kept in the registry; `L` is the
- * thread of the exec in progress (set around each exec), errors are kept and re-raised
- * after the exec, like the observer's. */
-typedef struct laudit {
+/* One sb:exec in progress: what its callbacks need, and the first error of any of them.
+ * Stack indexes are absolute in l_exec's frame, the frame the engine calls back from. */
+typedef struct lexec {
     lua_State *L;
+    int output_idx; /* the on_output function, or 0 */
+    int audit_idx;  /* the audit function, or 0 */
+    bool failed;    /* a callback failed: no more Lua until l_exec re-raises */
+    int err_idx;    /* stack slot of the error value; 0 when none could be kept */
+} lexec;
+
+/* The audit function of a sandbox, kept in the registry for the sandbox's life; `cur`
+ * is the exec in progress (the engine emits events only inside a3s_sandbox_exec). */
+typedef struct laudit {
     int fn_ref;
-    int err_ref;
+    lexec *cur;
 } laudit;
 
 typedef struct lsandbox {
     a3s_sandbox *sb;
     laudit audit;
+    bool busy; /* an exec of this sandbox is in progress (its callbacks may run) */
 } lsandbox;
 
-static int traceback(lua_State *L);
+/* The arguments of one callback, read by cb_body inside the protected call. */
+typedef struct cbargs {
+    const char *s[2];
+    size_t len[2];
+    int n;
+} cbargs;
 
+/* [-2, +0, e|m] Stack: the Lua function, the cbargs as light userdata. Pushing the
+ * strings happens here, inside the protected call. */
+static int cb_body(lua_State *L)
+{
+    const cbargs *a = lua_touserdata(L, 2);
+    lua_settop(L, 1);
+    for (int i = 0; i < a->n; i++)
+        lua_pushlstring(L, a->s[i], a->len[i]);
+    lua_call(L, a->n, 0);
+    return 0;
+}
+
+/* Call the function at fn_idx with the strings of `a`, protected. Outside the protected
+ * call only allocation-free pushes happen (light C function, stack copy, light userdata),
+ * so nothing here can raise. On error the error value is left on the stack where
+ * lua_pcall puts it, and its slot recorded. Returns 0, or -1 when this exec has failed
+ * (now or earlier). */
+static int call_protected(lexec *x, int fn_idx, const cbargs *a)
+{
+    if (x->failed)
+        return -1;
+    lua_State *L = x->L;
+    if (!lua_checkstack(L, 3)) { /* does not raise; no room even for the error value */
+        x->failed = true;
+        return -1;
+    }
+    lua_pushcfunction(L, cb_body);
+    lua_pushvalue(L, fn_idx);
+    lua_pushlightuserdata(L, (void *)a);
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+        x->failed = true;
+        x->err_idx = lua_gettop(L);
+        return -1;
+    }
+    return 0;
+}
+
+/* An audit function that fails does not stop the run, as an audit file whose writes
+ * fail does not (engine/sandbox.c): the run goes on under its limits, and its events and
+ * output no longer reach Lua; sb:exec raises the error when it is over. (Stopping it
+ * through the request's cancel_fd was tried: a kill that early, while bwrap is still
+ * starting, can leave the sandbox's pid 1 running.) */
 static void on_audit(void *ud, const char *line)
 {
-    laudit *a = ud;
-    lua_State *L = a->L;
-    if (!L || a->err_ref != LUA_NOREF || !lua_checkstack(L, 3))
+    laudit *au = ud;
+    lexec *x = au->cur;
+    if (!x || !x->audit_idx)
         return;
-    lua_pushcfunction(L, traceback);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, a->fn_ref);
-    lua_pushstring(L, line);
-    if (lua_pcall(L, 1, 0, -3) != LUA_OK)
-        a->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pop(L, 1);
+    cbargs a = {{line, NULL}, {strlen(line), 0}, 1};
+    (void)call_protected(x, x->audit_idx, &a);
+}
+
+static int on_output(void *ud, int stream, const char *data, size_t len, size_t head_len)
+{
+    (void)head_len;
+    lexec *x = ud;
+    if (x->failed)
+        return 0; /* the audit function failed: see on_audit */
+    const char *name = stream == A3S_STDERR ? "stderr" : "stdout";
+    cbargs a = {{name, data}, {strlen(name), len}, 2};
+    /* Non-zero: the engine kills the whole tree at once and the exec returns aborted. */
+    return call_protected(x, x->output_idx, &a) == 0 ? 0 : 1;
 }
 
 static a3s_sandbox *check_sb(lua_State *L)
@@ -48,6 +121,11 @@ static a3s_sandbox *check_sb(lua_State *L)
     lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
     if (!u->sb)
         luaL_error(L, "a3s_sandbox: the sandbox is closed");
+    /* Only from one of its own callbacks: the engine is inside an exec of this sandbox
+     * and its state must not change (or be freed) under it. */
+    if (u->busy)
+        luaL_error(L, "a3s_sandbox: the sandbox is running a command (called from one of "
+                      "its callbacks)");
     return u->sb;
 }
 
@@ -176,7 +254,8 @@ static int l_new(lua_State *L)
     }
     lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->sb = NULL;
-    u->audit = (laudit){NULL, LUA_NOREF, LUA_NOREF};
+    u->audit = (laudit){LUA_NOREF, NULL};
+    u->busy = false;
     luaL_setmetatable(L, SANDBOX_MT);
     if (!lua_isnoneornil(L, 1)) {
         /* audit = "path" (JSON lines appended) or function(json_line) */
@@ -204,6 +283,10 @@ static int l_new(lua_State *L)
 static int l_close(lua_State *L)
 {
     lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    /* __gc cannot get here while busy: l_exec holds the userdata on its stack. */
+    if (u->busy)
+        return luaL_error(L, "a3s_sandbox: the sandbox is running a command (called from "
+                             "one of its callbacks)");
     a3s_sandbox_free(u->sb); /* idempotent: __gc and __close may both run */
     u->sb = NULL;
     if (u->audit.fn_ref != LUA_NOREF) {
@@ -403,46 +486,6 @@ static int l_capabilities(lua_State *L)
     return push_json_text(L, a3s_sandbox_capabilities_json(sb, &err), &err);
 }
 
-/* Observer bridge: runs the Lua callback in a protected call; the first error stops the
- * command (tree killed) and is kept in the registry to be re-raised after cleanup. */
-typedef struct observer {
-    lua_State *L;
-    int fn_idx;  /* stack index of the callback */
-    int err_ref; /* LUA_NOREF, or a reference to the error value */
-} observer;
-
-static int traceback(lua_State *L)
-{
-    const char *msg = lua_tostring(L, 1);
-    if (!msg) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-            return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    }
-    luaL_traceback(L, L, msg, 1);
-    return 1;
-}
-
-static int on_output(void *ud, int stream, const char *data, size_t len, size_t head_len)
-{
-    (void)head_len;
-    observer *ob = ud;
-    lua_State *L = ob->L;
-    if (!lua_checkstack(L, 4))
-        return 1;
-    lua_pushcfunction(L, traceback);
-    lua_pushvalue(L, ob->fn_idx);
-    lua_pushstring(L, stream == A3S_STDERR ? "stderr" : "stdout");
-    lua_pushlstring(L, data, len);
-    if (lua_pcall(L, 2, 0, -4) != LUA_OK) {
-        ob->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-        lua_pop(L, 1); /* traceback function */
-        return 1;
-    }
-    lua_pop(L, 1);
-    return 0;
-}
-
 /* sb:exec(command | argv, { timeout=, env=, stdin=, on_output= }) -> result | nil, err */
 static int l_exec(lua_State *L)
 {
@@ -478,7 +521,8 @@ static int l_exec(lua_State *L)
         return luaL_argerror(L, 2, "command string or argv table expected");
     }
 
-    observer ob = {L, 0, LUA_NOREF};
+    lsandbox *u = lua_touserdata(L, 1);
+    lexec x = {L, 0, 0, false, 0};
     const char **env = NULL;
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
@@ -536,9 +580,9 @@ static int l_exec(lua_State *L)
         }
         t = lua_getfield(L, 3, "on_output");
         if (t == LUA_TFUNCTION) {
-            ob.fn_idx = lua_gettop(L);
+            x.output_idx = lua_gettop(L);
             req.on_output = on_output;
-            req.output_ud = &ob;
+            req.output_ud = &x;
         } else if (t != LUA_TNIL) {
             return luaL_error(L, "option 'on_output' must be a function");
         }
@@ -546,23 +590,27 @@ static int l_exec(lua_State *L)
 
     a3s_result r;
     a3s_error err = {0};
-    lsandbox *u = lua_touserdata(L, 1);
-    u->audit.L = L;
-    int rc = a3s_sandbox_exec(sb, &req, &r, &err);
-    u->audit.L = NULL;
-    if (u->audit.err_ref != LUA_NOREF) {
-        if (rc == A3S_OK)
-            a3s_result_free(&r);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, u->audit.err_ref);
-        luaL_unref(L, LUA_REGISTRYINDEX, u->audit.err_ref);
-        u->audit.err_ref = LUA_NOREF;
-        return lua_error(L);
+    if (u->audit.fn_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, u->audit.fn_ref);
+        x.audit_idx = lua_gettop(L);
     }
-    if (ob.err_ref != LUA_NOREF) {
+
+    /* From here to the end of a3s_sandbox_exec nothing may raise: the callbacks below
+     * are protected, and so is every push they make. */
+    u->audit.cur = &x; /* never nested: `busy` refuses a second exec of this sandbox */
+    u->busy = true;
+    int rc = a3s_sandbox_exec(sb, &req, &r, &err);
+    u->busy = false;
+    u->audit.cur = NULL;
+
+    if (x.failed) {
+        /* Everything is released (tree killed, pins and scratch removed): now raise the
+         * callback's own error value, untouched since it was caught. */
         if (rc == A3S_OK)
             a3s_result_free(&r);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ob.err_ref);
-        luaL_unref(L, LUA_REGISTRYINDEX, ob.err_ref);
+        if (!x.err_idx)
+            return luaL_error(L, "a3s_sandbox: no Lua stack space to call a callback");
+        lua_settop(L, x.err_idx);
         return lua_error(L);
     }
     if (rc != A3S_OK)
