@@ -515,6 +515,8 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     builder c = {.out = cmd_out};
     push(&c, "--");
     push(&c, cmd->launcher);
+    if (cmd->tag)
+        push3(&c, "--tag", cmd->tag, NULL);
     push(&c, "--setup");
     if (cmd->relay)
         push(&c, "--exec");

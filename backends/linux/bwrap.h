@@ -16,6 +16,10 @@ typedef struct a3s_bwrap_cmd {
     const char *shell_command; /* bash -c form, or NULL */
     const char *shell;         /* trusted bash, absolute */
     const char *launcher;      /* a3s-sandbox-launch: always the first program inside */
+    /* On the real argv of bwrap and the launcher ("--tag TAG"), which every process of the
+     * sandbox's setup carries: how a sweep finds a dead run's sandbox whose pid it never
+     * learnt (stale.h). NULL: none. */
+    const char *tag;
     /* Mediated network (grants): the relay runs first and starts the launcher under the
      * command filter read from fd A3S_FD_CMD_FILTER; NULL otherwise. */
     const char *relay; /* its channel to the mediator comes on A3S_FD_MEDIATOR */

@@ -1,6 +1,6 @@
 /* a3s-sandbox-launch: the trusted first program inside the sandbox.
  *
- *   a3s-sandbox-launch --setup [--exec] -- PROGRAM [ARG...]
+ *   a3s-sandbox-launch [--tag TAG] --setup [--exec] -- PROGRAM [ARG...]
  *   a3s-sandbox-launch PROGRAM [ARG...]
  *
  * With --setup, bwrap runs it as uid 0 of the sandbox's user namespace with
@@ -125,7 +125,9 @@ int main(int argc, char **argv)
     bool setup = false, then_exec = false;
     int i = 1;
     while (i < argc && argv[i][0] == '-' && argv[i][1] == '-') {
-        if (strcmp(argv[i], "--setup") == 0)
+        if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc)
+            i++; /* the run's tag: only there to be seen on the argv (see bwrap.h) */
+        else if (strcmp(argv[i], "--setup") == 0)
             setup = true;
         else if (strcmp(argv[i], "--exec") == 0)
             then_exec = true;
