@@ -346,7 +346,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     bool reaped = false;
     char *buf = NULL;
     stdin_feed feed = {.src = -1, .pos = -1};
-    a3s_mirror m = {.fd = {-1, -1}};
+    a3s_mirror m = {.fd = {-1, -1}, .wfd = {-1, -1}};
 
     memset(o, 0, sizeof *o);
     o->reported_exit = -1;
@@ -354,11 +354,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 
     o->cap = a3s_capture_new(l->output_budget);
     buf = malloc(READ_CHUNK);
-    if (l->mirror) {
-        m.fd[0] = l->mirror_fd[0];
-        m.fd[1] = l->mirror_fd[1];
-        m.buf = malloc(READ_CHUNK);
-    }
+    if (l->mirror && a3s_mirror_open(&m, l->mirror_fd[0], l->mirror_fd[1], READ_CHUNK) < 0)
+        m.buf = NULL;
     if (!o->cap || !buf || (l->mirror && !m.buf)) {
         a3s_fail(err, A3S_ERR_INTERNAL, "spawn: out of memory");
         goto out;
@@ -455,7 +452,11 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 
     struct itimerspec its;
     memset(&its, 0, sizeof its);
-    int64_t ms = l->timeout_ms > 0 ? l->timeout_ms : 1;
+    /* With a launcher, setting up the sandbox has a bound of its own; the deadline counts
+     * from the command's start (the "S" byte), so a deadline shorter than a slow setup
+     * still gives the command its time, and a setup that hangs is a setup failure. */
+    bool setup_phase = l->started_fd >= 0 && l->setup_timeout_ms > 0;
+    int64_t ms = setup_phase ? l->setup_timeout_ms : l->timeout_ms > 0 ? l->timeout_ms : 1;
     its.it_value.tv_sec = ms / 1000;
     its.it_value.tv_nsec = (ms % 1000) * 1000000L;
     if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
@@ -573,8 +574,23 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             if (r > 0) {
                 launch_len += (size_t)r;
                 launch_buf[launch_len] = '\0';
-                if (launch_buf[0] == 'S' && !o->launch_failed)
+                if (launch_buf[0] == 'S' && !o->launch_failed && !o->started && !killed) {
                     o->started = true;
+                    if (setup_phase) {
+                        struct itimerspec dl;
+                        memset(&dl, 0, sizeof dl);
+                        int64_t t = l->timeout_ms > 0 ? l->timeout_ms : 1;
+                        dl.it_value.tv_sec = t / 1000;
+                        dl.it_value.tv_nsec = (t % 1000) * 1000000L;
+                        setup_phase = false;
+                        if (timerfd_settime(tfd, 0, &dl, NULL) < 0) {
+                            /* no deadline for the command: fail closed, kill it now */
+                            killed = true;
+                            o->timed_out = true;
+                            kill_tree(pid, pidfd);
+                        }
+                    }
+                }
                 char *x = launch_len > 1 ? strchr(launch_buf + 1, 'X') : NULL;
                 char *end = x ? strchr(x, '\n') : NULL;
                 if (x && end) {
@@ -683,7 +699,10 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         }
         if (idx_t >= 0 && (pf[idx_t].revents & POLLIN)) {
             killed = true;
-            o->timed_out = !exited;
+            if (setup_phase)
+                o->setup_timed_out = true; /* the command never started */
+            else
+                o->timed_out = !exited;
             kill_tree(pid, pidfd);
             if (exited)
                 exit_ms = a3s_now_ms();
@@ -712,9 +731,13 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             }
         }
     }
-    /* The tree is gone: what its reader has not taken yet is written now. */
-    if (m.len > m.off && a3s_mirror_flush(&m) < 0)
-        o->output_closed = true;
+    /* The tree is gone: what its reader has not taken yet goes to the caller, who
+     * writes it once everything of the run is released. */
+    if (m.len > m.off && (o->mirror_pending = malloc(m.len - m.off)) != NULL) {
+        memcpy(o->mirror_pending, m.buf + m.off, m.len - m.off);
+        o->mirror_pending_len = m.len - m.off;
+        o->mirror_pending_stream = m.stream;
+    }
     rc = 0;
 
 out:
@@ -737,7 +760,7 @@ out:
     close_fd(&tfd);
     free(buf);
     free(feed.buf);
-    free(m.buf);
+    a3s_mirror_close(&m);
     o->duration_ms = a3s_now_ms() - t0;
     if (rc < 0) {
         a3s_capture_free(o->cap);

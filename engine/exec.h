@@ -36,7 +36,10 @@ typedef struct a3s_launch {
     size_t stdin_len;
     int started_fd; /* read end of the launcher's pipe ("S", then "X<status>\n"), or -1 */
     int status_fd;  /* read end of bwrap's --json-status-fd pipe, or -1 */
-    int64_t timeout_ms;
+    int64_t timeout_ms; /* the command's deadline; with started_fd, from its start */
+    /* With started_fd: the bound on setting up the sandbox (spawn to "S"); 0: none, the
+     * deadline then counts from the spawn. */
+    int64_t setup_timeout_ms;
     size_t output_budget;
     int64_t nofile;     /* RLIMIT_NOFILE for the tree, < 0: unchanged */
     int64_t core_bytes; /* RLIMIT_CORE, < 0: unchanged */
@@ -54,7 +57,7 @@ typedef struct a3s_launch {
      * output is read (the command blocks as on a pipe), and the deadline still holds.
      * When the reader of a stream the command wrote to goes away (EPIPE, or POLLERR once
      * nothing is pending), the tree is killed: outcome.output_closed. What is still
-     * pending when the tree is gone is written (blocking) before returning. */
+     * pending when the tree is gone is left in outcome.mirror_pending. */
     bool mirror;
     int mirror_fd[2];
     /* Called with each process of the launch as soon as its pid is known: the one forked,
@@ -78,6 +81,12 @@ typedef struct a3s_outcome {
     /* What the launcher wrote before the started byte (when started_fd is used), e.g.
      * bwrap's own error message; NUL-terminated, truncated to fit. */
     bool output_closed; /* a mirror's reader went away: the tree was killed */
+    bool setup_timed_out; /* the setup bound passed before the command started */
+    /* Mirrored bytes the reader had not taken when the tree was gone (malloc'd, owned by
+     * the caller; NULL: none), of stream 1 or 2. */
+    char *mirror_pending;
+    size_t mirror_pending_len;
+    int mirror_pending_stream;
     /* The launcher said it could not start the command ("E<errno>\n" after "S"): the
      * sandbox never ran it, whatever else happened. */
     bool launch_failed;

@@ -2,8 +2,14 @@
 #include "mirror.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -12,21 +18,67 @@ static bool reader_gone(int e)
     return e == EPIPE || e == ECONNRESET;
 }
 
-/* Write at most PIPE_BUF bytes: a pipe that polls writable takes that much without
- * blocking. Other write errors than a gone reader end mirroring of that fd (the capture
- * still has everything). */
+int a3s_mirror_open(a3s_mirror *m, int out_fd, int err_fd, size_t cap)
+{
+    *m = (a3s_mirror){.fd = {out_fd, err_fd}, .wfd = {-1, -1}};
+    for (int k = 0; k < 2; k++) {
+        struct stat st;
+        if (m->fd[k] < 0 || fstat(m->fd[k], &st) < 0)
+            continue;
+        if (S_ISSOCK(st.st_mode)) {
+            m->sock[k] = true;
+        } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+            /* A blocking write to a pipe or terminal that polls writable can still sleep
+             * (a terminal with little room, another writer filling the pipe). ENXIO (a
+             * FIFO without reader) or EACCES: the caller's fd, PIPE_BUF writes. */
+            char path[64];
+            snprintf(path, sizeof path, "/proc/self/fd/%d", m->fd[k]);
+            m->wfd[k] = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        }
+    }
+    if (!(m->buf = malloc(cap))) {
+        a3s_mirror_close(m);
+        return -1;
+    }
+    return 0;
+}
+
+void a3s_mirror_close(a3s_mirror *m)
+{
+    for (int k = 0; k < 2; k++)
+        if (m->wfd[k] >= 0)
+            close(m->wfd[k]);
+    m->wfd[0] = m->wfd[1] = -1;
+    free(m->buf);
+    m->buf = NULL;
+}
+
+static ssize_t mirror_write(const a3s_mirror *m, int k, const char *p, size_t n)
+{
+    if (m->sock[k]) {
+        ssize_t w;
+        do
+            w = send(m->fd[k], p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        return w;
+    }
+    if (m->wfd[k] >= 0)
+        return a3s_write_nosigpipe(m->wfd[k], p, n);
+    /* Regular files and devices we could not reopen: at most PIPE_BUF at a time. */
+    return a3s_write_nosigpipe(m->fd[k], p, n > PIPE_BUF ? PIPE_BUF : n);
+}
+
+/* Other write errors than a gone reader end mirroring of that fd (the capture still has
+ * everything). */
 int a3s_mirror_step(a3s_mirror *m, int k, short revents)
 {
     if (!(m->len > m->off && m->stream == k + 1)) {
         /* Watching only: POLLERR on a pipe or socket whose reader went away. */
         return (revents & (POLLERR | POLLHUP)) ? -1 : 0;
     }
-    size_t n = m->len - m->off;
-    if (n > PIPE_BUF)
-        n = PIPE_BUF;
-    ssize_t w = a3s_write_nosigpipe(m->fd[k], m->buf + m->off, n);
+    ssize_t w = mirror_write(m, k, m->buf + m->off, m->len - m->off);
     if (w < 0) {
-        if (errno == EAGAIN)
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
         if (reader_gone(errno)) {
             m->len = m->off = 0;
@@ -46,10 +98,34 @@ int a3s_mirror_step(a3s_mirror *m, int k, short revents)
     return 0;
 }
 
-int a3s_mirror_flush(a3s_mirror *m)
+int a3s_mirror_drain(int fd, const char *p, size_t n, int cancel_fd)
 {
-    int fd = m->fd[m->stream - 1];
-    int rc = fd >= 0 ? a3s_write_all_nosigpipe(fd, m->buf + m->off, m->len - m->off) : 0;
-    m->len = m->off = 0;
-    return rc < 0 && reader_gone(errno) ? -1 : 0;
+    a3s_mirror m;
+    if (a3s_mirror_open(&m, fd, -1, 1) < 0)
+        return a3s_write_all_nosigpipe(fd, p, n) < 0 && reader_gone(errno) ? -1 : 0;
+    int rc = 0;
+    while (n > 0) {
+        struct pollfd pf[2] = {{fd, POLLOUT, 0}, {cancel_fd, POLLIN, 0}};
+        int r = poll(pf, cancel_fd >= 0 ? 2 : 1, -1);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (cancel_fd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            rc = -2;
+            break;
+        }
+        ssize_t w = mirror_write(&m, 0, p, n);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            rc = reader_gone(errno) ? -1 : 0;
+            break;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    a3s_mirror_close(&m);
+    return rc;
 }

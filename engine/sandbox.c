@@ -29,6 +29,7 @@
 #include "env.h"
 #include "exec.h"
 #include "mediator.h"
+#include "mirror.h"
 #include "explain.h"
 #include "pin.h"
 #include "plan.h"
@@ -1069,6 +1070,10 @@ static char *stop_mediator(mediator_proc *m)
     return text;
 }
 
+/* Setting up the sandbox (bwrap, the trusted setup step) must end within this; the
+ * command's deadline counts from its start. */
+#define A3S_SETUP_LIMIT_MS 10000
+
 /* Each process of the launch goes into the run record as soon as its pid is known. */
 static void record_pid(void *ud, pid_t pid)
 {
@@ -1080,16 +1085,24 @@ static int record_cgroup(void *ud, const char *path, a3s_error *err)
     return a3s_stale_run_note(ud, "cgroup", path, err);
 }
 
-/* The rest of each mirrored stream (marker and tail), once the command has ended. */
-static void mirror_rest(const a3s_exec_request *req, a3s_result *r)
+/* What the mirror's reader has not taken yet, then the rest of each stream (marker and
+ * tail). Called once the tree is gone and everything of the run is released: the
+ * caller's reader may take its time (a pager), nothing of the run waits for it. */
+static void mirror_finish(const a3s_exec_request *req, const a3s_outcome *o, a3s_result *r)
 {
-    const char *rest[2] = {r->stdout_rest, r->stderr_rest};
-    size_t len[2] = {r->stdout_rest_len, r->stderr_rest_len};
-    for (int k = 0; k < 2 && !r->output_closed; k++)
-        if (req->mirror_fd[k] >= 0 && len[k] > 0 &&
-            a3s_write_all_nosigpipe(req->mirror_fd[k], rest[k], len[k]) < 0 &&
-            (errno == EPIPE || errno == ECONNRESET))
+    const char *part[3] = {o->mirror_pending, r->stdout_rest, r->stderr_rest};
+    size_t len[3] = {o->mirror_pending_len, r->stdout_rest_len, r->stderr_rest_len};
+    int fd[3] = {o->mirror_pending_stream == 2 ? req->mirror_fd[1] : req->mirror_fd[0],
+                 req->mirror_fd[0], req->mirror_fd[1]};
+    for (int k = 0; k < 3 && !r->output_closed; k++) {
+        if (fd[k] < 0 || !part[k] || len[k] == 0)
+            continue;
+        int rc = a3s_mirror_drain(fd[k], part[k], len[k], req->cancel_fd);
+        if (rc == -1)
             r->output_closed = true;
+        else if (rc == -2)
+            break; /* the caller cancelled: the rest stays in the result */
+    }
 }
 
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
@@ -1162,6 +1175,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .cwd = sb->workspace,
         .mirror = req->mirror,
         .mirror_fd = {req->mirror ? req->mirror_fd[0] : -1, req->mirror ? req->mirror_fd[1] : -1},
+        .setup_timeout_ms = A3S_SETUP_LIMIT_MS,
         .on_pid = record_pid,
         .pid_ud = pp.rec,
     };
@@ -1285,9 +1299,9 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
             if (o.launch_failed)
                 snprintf(why, sizeof why, "the launcher could not start the command: %s",
                          strerror(o.launch_errno));
-            else if (o.timed_out)
-                snprintf(why, sizeof why, "it did not start within the deadline (%lld ms)",
-                         (long long)timeout_ms);
+            else if (o.setup_timed_out || o.timed_out)
+                snprintf(why, sizeof why, "it was not up within %d s (a hung bubblewrap?)",
+                         A3S_SETUP_LIMIT_MS / 1000);
             else if (o.output_closed)
                 snprintf(why, sizeof why, "the caller's output was closed");
             else
@@ -1310,10 +1324,6 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     if (frc < 0)
         goto out;
     r->output_closed = o.output_closed;
-    if (req->mirror)
-        mirror_rest(req, r);
-    if (r->output_closed)
-        a3s_audit_emit(au, "output", "deny", "output-closed", "<output>", NULL);
     if (r->timed_out)
         a3s_audit_emit(au, "process", "deny", "timeout", "<process-tree>", NULL);
     if (r->truncated)
@@ -1347,6 +1357,11 @@ out:
     }
     a3s_capture_free(o.cap);
     prepared_free(&pp);
+    if (rc == A3S_OK && req->mirror)
+        mirror_finish(req, &o, r);
+    free(o.mirror_pending);
+    if (rc == A3S_OK && r->output_closed)
+        a3s_audit_emit(au, "output", "deny", "output-closed", "<output>", NULL);
     /* The sink was opened before anything ran (an unusable audit file refuses the run);
      * a write that fails afterwards cannot undo what ran, so it does not turn the
      * result into an error. */
