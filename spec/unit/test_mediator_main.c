@@ -374,8 +374,10 @@ static void test_parent_death(void)
         ok(0, "PR_SET_CHILD_SUBREAPER");
         return;
     }
-    int tell[2];
-    if (pipe2(tell, O_CLOEXEC) < 0) {
+    /* Its stop pipe is held open here too: the intermediate's death (which closes its
+     * fds before the death signal goes out) must not look like a stop. */
+    int tell[2], hold[2];
+    if (pipe2(tell, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) {
         ok(0, "pipe2");
         return;
     }
@@ -384,8 +386,9 @@ static void test_parent_death(void)
         char pp[24];
         snprintf(pp, sizeof pp, "%d", (int)getpid());
         char *argv[] = {bin, "--parent-pid", pp, NULL};
+        const int swap[4] = {USE_OURS, hold[0], USE_OURS, USE_OURS};
         med m;
-        if (med_start(&m, argv, NULL, -1) < 0)
+        if (med_start(&m, argv, swap, -1) < 0)
             _exit(1);
         char word[16];
         med_word(&m, word, sizeof word);
@@ -404,6 +407,8 @@ static void test_parent_death(void)
     int st = pid > 0 ? med_wait(pid, 3000) : -1;
     ok(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
        "that process killed: it dies at once of SIGKILL (status %d)", st);
+    close(hold[0]);
+    close(hold[1]);
 }
 
 int main(void)
