@@ -124,7 +124,7 @@ int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
 
 /* ---- The helper program a3s-sandbox-mediator (mediator/main.c) ----
  *
- * engine/sandbox.c starts one per mediated run with posix_spawn: the library never forks
+ * engine/medproc.c starts one per mediated run with posix_spawn: the library never forks
  * and goes on running its own code in the child, which in a multithreaded host could wait
  * forever on a lock (malloc's, the resolver's, ...) that another thread held at the fork.
  *
