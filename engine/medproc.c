@@ -97,9 +97,8 @@ static int await_mediator(int fd, char *msg, size_t cap)
     return 0;
 }
 
-int a3s_medproc_start(const char *path, const a3s_grant *g, size_t n,
-                      const char *const *host_env, int *relay_end, a3s_medproc *m,
-                      a3s_error *err)
+int a3s_medproc_start(const char *path, const a3s_grant *g, size_t n, const char *const *host_env,
+                      int *relay_end, a3s_medproc *m, a3s_error *err)
 {
     *m = (a3s_medproc)A3S_MEDPROC_NONE;
     int chan[2] = {-1, -1}, stop[2] = {-1, -1}, ready[2] = {-1, -1};
@@ -186,11 +185,11 @@ int a3s_medproc_start(const char *path, const a3s_grant *g, size_t n,
         else if (st != -1 && WIFSIGNALED(st))
             snprintf(how, sizeof how, " (signal %d)", WTERMSIG(st));
         if (word < 0)
-            a3s_fail(err, A3S_ERR_SETUP, "the network mediator %s did not start within %d s",
-                     path, MEDIATOR_START_MS / 1000);
+            a3s_fail(err, A3S_ERR_SETUP, "the network mediator %s did not start within %d s", path,
+                     MEDIATOR_START_MS / 1000);
         else
-            a3s_fail(err, A3S_ERR_SETUP, "the network mediator %s could not start%s%s%s",
-                     path, how, why[0] ? ": " : "", why);
+            a3s_fail(err, A3S_ERR_SETUP, "the network mediator %s could not start%s%s%s", path, how,
+                     why[0] ? ": " : "", why);
         failed = true;
         goto out;
     }

@@ -21,7 +21,10 @@ typedef struct a3s_medproc {
     int pidfd;   /* opened at once: a later kill can never reach a reused pid */
     int status;  /* its wait status once reaped, -1 when unknown */
 } a3s_medproc;
-#define A3S_MEDPROC_NONE {.pid = -1, .stop_w = -1, .denials = -1, .pidfd = -1, .status = -1}
+#define A3S_MEDPROC_NONE                                                                           \
+    {                                                                                              \
+        .pid = -1, .stop_w = -1, .denials = -1, .pidfd = -1, .status = -1                          \
+    }
 
 /* Start the mediator at path (an executable already resolved and checked) for the n
  * grants g, and wait until it serves. Its environment takes from host_env (NULL-terminated
@@ -29,9 +32,8 @@ typedef struct a3s_medproc {
  * connections over a socketpair made here: *relay_end is the relay's end (CLOEXEC), to be
  * passed into the sandbox. On failure (A3S_ERR_SETUP, with the mediator's own reason when
  * it gave one) nothing is left open or running and *m is A3S_MEDPROC_NONE. */
-int a3s_medproc_start(const char *path, const a3s_grant *g, size_t n,
-                      const char *const *host_env, int *relay_end, a3s_medproc *m,
-                      a3s_error *err);
+int a3s_medproc_start(const char *path, const a3s_grant *g, size_t n, const char *const *host_env,
+                      int *relay_end, a3s_medproc *m, a3s_error *err);
 
 /* Stop the mediator (close its stop pipe, wait a moment, then kill), reap it (wait status
  * in m->status), and return its denial records (malloc'd text, may be NULL). Safe on a

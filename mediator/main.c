@@ -163,13 +163,15 @@ int main(int argc, char **argv)
         char **a = argv + 3 + 3 * i;
         if (strcmp(a[0], "--grant") != 0 || parse_grant(a[1], a[2], &g[i]) < 0) {
             free(g);
-            return fail(A3S_MEDIATOR_EXIT_USAGE, "argument %zu: expected --grant HOST PORT "
-                        "(a normalized host, a port in 0..65535)", 3 + 3 * i);
+            return fail(A3S_MEDIATOR_EXIT_USAGE,
+                        "argument %zu: expected --grant HOST PORT "
+                        "(a normalized host, a port in 0..65535)",
+                        3 + 3 * i);
         }
     }
 
-    a3s_mediator_opts mo = {.channel = true, .notify_ready = true,
-                            .ready_fd = A3S_MEDIATOR_FD_READY};
+    a3s_mediator_opts mo = {
+        .channel = true, .notify_ready = true, .ready_fd = A3S_MEDIATOR_FD_READY};
     int rc = a3s_mediator_serve(A3S_MEDIATOR_FD_CHANNEL, A3S_MEDIATOR_FD_STOP, g, n,
                                 A3S_MEDIATOR_FD_DENIALS, &mo);
     int e = errno;

@@ -209,12 +209,14 @@ static void test_arguments(void)
     free(names);
 
     /* Accepted forms: an IPv6 literal as normalized (no brackets), any port (0). */
-    char *good[] = {bin, "--parent-pid", self_pid, "--grant", "::1", "0", "--grant",
-                    "example.com", "65535", "--grant", "127.0.0.1", "8080", NULL};
+    char *good[] = {bin,           "--parent-pid", self_pid,  "--grant",   "::1",  "0", "--grant",
+                    "example.com", "65535",        "--grant", "127.0.0.1", "8080", NULL};
     char word[600];
     int rc = run_once(good, NULL, word, sizeof word);
-    ok(rc == 0 && strcmp(word, "R") == 0, "normalized grants: 'R', then exit 0 at the stop "
-       "(exit %d, said '%.80s')", rc, word);
+    ok(rc == 0 && strcmp(word, "R") == 0,
+       "normalized grants: 'R', then exit 0 at the stop "
+       "(exit %d, said '%.80s')",
+       rc, word);
 }
 
 static void test_descriptors(void)
@@ -242,8 +244,8 @@ static void test_descriptors(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char word[600];
         int rc = run_once(argv, bad[i].swap, word, sizeof word);
-        ok(rc == A3S_MEDIATOR_EXIT_USAGE && word[0] != 'R', "%s: refused (exit %d)",
-           bad[i].what, rc);
+        ok(rc == A3S_MEDIATOR_EXIT_USAGE && word[0] != 'R', "%s: refused (exit %d)", bad[i].what,
+           rc);
     }
     close(stream[0]);
     close(stream[1]);
@@ -286,8 +288,8 @@ static int hand_over(int chan)
     } u;
     memset(&u, 0, sizeof u);
     struct iovec iov = {.iov_base = &kind, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;

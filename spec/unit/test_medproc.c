@@ -48,8 +48,8 @@ static int hand_over(int chan)
     int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int s = -1;
-    if (l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        listen(l, 1) == 0 && getsockname(l, (struct sockaddr *)&sa, &sl) == 0 &&
+    if (l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 1) == 0 &&
+        getsockname(l, (struct sockaddr *)&sa, &sl) == 0 &&
         connect(c, (struct sockaddr *)&sa, sizeof sa) == 0)
         s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     if (l >= 0)
@@ -66,8 +66,8 @@ static int hand_over(int chan)
     } u;
     memset(&u, 0, sizeof u);
     struct iovec iov = {.iov_base = &kind, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
@@ -101,9 +101,12 @@ static unsigned long long status_mask(pid_t pid, const char *key)
 
 static void test_serving(void)
 {
-    static const char *const env[] = {"SECRET_TOKEN=s3cret", "RES_OPTIONS=attempts:2",
-                                      "LD_PRELOAD=/nonexistent.so", "LOCALDOMAIN=example.test",
-                                      "HOSTALIASES=/etc/hostname", "RES_OPTIONS=ignored",
+    static const char *const env[] = {"SECRET_TOKEN=s3cret",
+                                      "RES_OPTIONS=attempts:2",
+                                      "LD_PRELOAD=/nonexistent.so",
+                                      "LOCALDOMAIN=example.test",
+                                      "HOSTALIASES=/etc/hostname",
+                                      "RES_OPTIONS=ignored",
                                       NULL};
     a3s_grant g[2];
     a3s_error err = {0};
@@ -135,8 +138,10 @@ static void test_serving(void)
     ok(fcntl(relay_end, F_GETFD) == FD_CLOEXEC && fcntl(m.stop_w, F_GETFD) == FD_CLOEXEC &&
            fcntl(m.denials, F_GETFD) == FD_CLOEXEC && fcntl(m.pidfd, F_GETFD) == FD_CLOEXEC,
        "every descriptor kept here is CLOEXEC");
-    ok(count_fds() == before + 4, "exactly four kept: the relay's end, stop, denials, pidfd "
-       "(%d more)", count_fds() - before);
+    ok(count_fds() == before + 4,
+       "exactly four kept: the relay's end, stop, denials, pidfd "
+       "(%d more)",
+       count_fds() - before);
 
     char path[64], envbuf[512] = "";
     snprintf(path, sizeof path, "/proc/%d/environ", (int)m.pid);
@@ -160,8 +165,9 @@ static void test_serving(void)
     char got[16] = "";
     if (cl >= 0) {
         /* SOCKS5: no authentication, then CONNECT other.example:80 (not granted). */
-        static const unsigned char req[] = {5, 1, 0, 5, 1, 0, 3, 13, 'o', 't', 'h', 'e',
-                                            'r', '.', 'e', 'x', 'a', 'm', 'p', 'l', 'e', 0, 80};
+        static const unsigned char req[] = {5,   1,   0,   5,   1,   0,   3,   13,
+                                            'o', 't', 'h', 'e', 'r', '.', 'e', 'x',
+                                            'a', 'm', 'p', 'l', 'e', 0,   80};
         (void)!write(cl, req, sizeof req);
         struct timeval tv = {5, 0};
         setsockopt(cl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -193,8 +199,8 @@ static void test_failures(void)
     a3s_medproc m;
     int relay_end = -1;
     a3s_error err = {0};
-    int rc = a3s_medproc_start("/nonexistent/a3s-sandbox-mediator", NULL, 0, NULL, &relay_end,
-                               &m, &err);
+    int rc =
+        a3s_medproc_start("/nonexistent/a3s-sandbox-mediator", NULL, 0, NULL, &relay_end, &m, &err);
     ok(rc < 0 && err.code == A3S_ERR_SETUP && strstr(err.msg, "No such file"),
        "no such program: A3S_ERR_SETUP (%s)", err.msg);
     ok(relay_end == -1 && m.pid == -1 && m.denials == -1, "... nothing handed back");
