@@ -9,8 +9,9 @@
 -- (<tree>/lib/lua/5.4), keeping relative paths, and copies $(PREFIX)/bin to <tree>/bin.
 -- The module must therefore be installed directly into $(LIBDIR) (A3S_LUA_CMOD_DIR).
 -- Everything else stays in the rock's directory, which is what the CLI and the module
--- have compiled in: the policies ($(PREFIX)/share/a3s-sandbox/policies) and the
--- in-sandbox launcher ($(PREFIX)/libexec/a3s-sandbox). The C library and its
+-- have compiled in: the policies ($(PREFIX)/share/a3s-sandbox/policies) and the helper
+-- programs ($(PREFIX)/libexec/a3s-sandbox: the in-sandbox launcher and relay, the
+-- host-side network mediator). The C library and its
 -- pkg-config file go to $(PREFIX)/clib, away from the Lua module dir.
 rockspec_format = "3.0"
 package = "a3s-sandbox"

@@ -1632,7 +1632,9 @@ int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
     }
     /* Denial writes to a closed pipe must fail with EPIPE, not kill the process. */
     pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-    for (;;) {
+    /* Set up: say so when asked (a parent that cannot hear it has given up on us). */
+    bool go = !(opts && opts->notify_ready) || a3s_write_all(opts->ready_fd, "R", 1) == 0;
+    while (go) {
         struct pollfd p[2] = {{stop_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)

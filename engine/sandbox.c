@@ -29,6 +29,7 @@
 #include "env.h"
 #include "exec.h"
 #include "mediator.h"
+#include "medproc.h"
 #include "mirror.h"
 #include "explain.h"
 #include "pin.h"
@@ -72,6 +73,8 @@ struct a3s_sandbox {
     a3s_audit_fn audit_fn;
     void *audit_ud;
     char *relay; /* a3s-sandbox-relay, for mediated runs */
+    char *mediator;     /* a3s-sandbox-mediator (host side), for mediated runs, or NULL */
+    char *mediator_why; /* why it is NULL */
     a3s_grant *grants;
     size_t ngrants;
 };
@@ -203,6 +206,8 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb->cgroup_root);
     free(sb->audit_path);
     free(sb->relay);
+    free(sb->mediator);
+    free(sb->mediator_why);
     free(sb->grants);
     a3s_policy_src_free(&sb->src);
     a3s_strv_free(&sb->search_path);
@@ -519,6 +524,17 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
                                                         : A3S_RELAY_BUILD_PATH;
     a3s_error rerr;
     (void)a3s_bwrap_resolve_exe(rl, sb->workspace, "network relay", &sb->relay, &rerr);
+    /* So is the host-side mediator: $A3S_SANDBOX_MEDIATOR, else the installed one, else
+     * the build tree's. It runs on the host with the caller's rights: never one from the
+     * workspace, which the command can rewrite. */
+    const char *md = host_getenv(sb, "A3S_SANDBOX_MEDIATOR");
+    if (!md || !*md)
+        md = access(A3S_MEDIATOR_INSTALL_PATH, X_OK) == 0 ? A3S_MEDIATOR_INSTALL_PATH
+                                                           : A3S_MEDIATOR_BUILD_PATH;
+    a3s_error merr = {0};
+    if (a3s_bwrap_resolve_exe(md, sb->workspace, "network mediator", &sb->mediator, &merr) < 0 &&
+        !(sb->mediator_why = a3s_strdup(merr.msg)))
+        goto oom;
     if (brc == 0 && opts->allow_process_host && quick_probe(sb, &berr) < 0)
         brc = -1;
     if (brc < 0) {
@@ -962,61 +978,24 @@ static void setup_reason(const a3s_outcome *o, char *buf, size_t n)
         snprintf(buf, n, "%.*s", (int)len, diag);
 }
 
-/* The host-side mediator of a mediated run, in a process of its own (its threads never
- * meet the caller's). It dies with its parent and is stopped by closing stop_w. */
-typedef struct mediator_proc {
-    pid_t pid;
-    int stop_w;
-    int denials; /* memfd the mediator writes its refusals to (not visible inside) */
-} mediator_proc;
-
-/* The relay hands connections over a socketpair made here (channel mode, mediator.h):
- * *relay_end is the relay's end, to be passed into the sandbox. */
-static int start_mediator(a3s_sandbox *sb, int *relay_end, mediator_proc *m, a3s_error *err)
+/* The host-side mediator of a mediated run: the program a3s-sandbox-mediator, spawned
+ * (medproc.h), never a fork of this process. */
+static int start_mediator(a3s_sandbox *sb, int *relay_end, a3s_medproc *m, a3s_error *err)
 {
-    int chan[2] = {-1, -1};
-    int stop[2] = {-1, -1};
-    int lfd = -1;
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chan) == 0)
-        lfd = chan[0];
-    if (lfd < 0 || pipe2(stop, O_CLOEXEC) < 0 ||
-        (m->denials = memfd_create("a3s-mediator-denials", MFD_CLOEXEC)) < 0) {
-        int e = errno;
-        if (lfd >= 0) {
-            close(chan[0]);
-            close(chan[1]);
-        }
-        if (stop[0] >= 0) {
-            close(stop[0]);
-            close(stop[1]);
-        }
-        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot start the network mediator");
+    if (!sb->mediator) {
+        *m = (a3s_medproc)A3S_MEDPROC_NONE;
+        return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-mediator, which "
+                        "was not found (set A3S_SANDBOX_MEDIATOR): %s",
+                        sb->mediator_why ? sb->mediator_why : "no path");
     }
-    pid_t parent = getpid();
-    m->pid = fork();
-    if (m->pid < 0) {
-        int e = errno;
-        close(chan[0]);
-        close(chan[1]);
-        close(stop[0]);
-        close(stop[1]);
-        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot start the network mediator");
-    }
-    if (m->pid == 0) {
-        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-        close(stop[1]);
-        close(chan[1]);
-        signal(SIGPIPE, SIG_IGN);
-        a3s_mediator_opts mo = {.channel = true};
-        _exit(a3s_mediator_serve(lfd, stop[0], sb->grants, sb->ngrants, m->denials, &mo) < 0);
-    }
-    close(lfd);
-    close(stop[0]);
-    m->stop_w = stop[1];
-    *relay_end = chan[1];
-    return 0;
+    return a3s_medproc_start(sb->mediator, sb->grants, sb->ngrants,
+                             (const char *const *)sb->host_env.v, relay_end, m, err);
+}
+
+/* Stop it and return its denial records (malloc'd, may be NULL); safe when not started. */
+static char *stop_mediator(a3s_medproc *m)
+{
+    return a3s_medproc_stop(m);
 }
 
 /* The filter of a mediated run: the plan's, with the socket families AF_INET and
@@ -1035,39 +1014,6 @@ static int export_mediated_filter(const a3s_seccomp_plan *sp, a3s_error *err)
     copy.socket_allow = fams;
     copy.nsocket_allow = copy.capsocket_allow = n;
     return a3s_seccomp_export(&copy, err);
-}
-
-/* Stop the mediator, reap it, and return its denial records (malloc'd text, may be
- * NULL). Safe on a mediator that never started. */
-static char *stop_mediator(mediator_proc *m)
-{
-    char *text = NULL;
-    if (m->stop_w >= 0) {
-        close(m->stop_w);
-        m->stop_w = -1;
-    }
-    if (m->pid > 0) {
-        /* It returns as soon as it sees the stop; one still there after 200 ms is killed. */
-        int pfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-        struct pollfd p = {pfd, POLLIN, 0};
-        if (pfd < 0 || poll(&p, 1, 200) <= 0)
-            kill(m->pid, SIGKILL);
-        if (pfd >= 0)
-            close(pfd);
-        (void)waitpid(m->pid, NULL, 0);
-        m->pid = -1;
-    }
-    if (m->denials >= 0) {
-        off_t len = lseek(m->denials, 0, SEEK_END);
-        /* Bounded by the mediator (first and last records, one summary line). */
-        if (len > 0 && len < (1 << 20) && (text = malloc((size_t)len + 1)) != NULL) {
-            ssize_t n = pread(m->denials, text, (size_t)len, 0);
-            text[n > 0 ? n : 0] = '\0';
-        }
-        close(m->denials);
-        m->denials = -1;
-    }
-    return text;
 }
 
 /* Setting up the sandbox (bwrap, the trusted setup step) must end within this; the
@@ -1147,7 +1093,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
 
     int rc = A3S_ERR_SETUP;
     int cmd_filter_fd = -1, channel_fd = -1;
-    mediator_proc med = {-1, -1, -1};
+    a3s_medproc med = A3S_MEDPROC_NONE;
     a3s_cgroup *cg = NULL;
     a3s_cgroup_events ev = {0};
     int seccomp_fd = -1, args_fd = -1, setup_fd = -1, started[2] = {-1, -1},
@@ -1522,7 +1468,7 @@ char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err)
 static void probe_mediation(a3s_sandbox *sb, bool *http, bool *socks)
 {
     *http = *socks = false;
-    if (sb->process_host || !sb->relay)
+    if (sb->process_host || !sb->relay || !sb->mediator)
         return;
     a3s_grant probe = {.host = "a3s-probe.invalid", .port = 2};
     a3s_grant *saved = sb->grants;

@@ -2,9 +2,10 @@
 # Quick start: install what is missing, build, and run the CLI with the given arguments,
 # e.g. scripts/run.sh -- echo inside sandbox
 #
-# The programs that run inside the sandbox (launcher, relay) must not live in the
-# workspace, and the default workspace is the current directory, often this very source
-# tree: stage them outside it (the CLI refuses in-workspace copies, fail closed).
+# The programs that run inside the sandbox (launcher, relay) and the network mediator
+# that runs on the host for it must not live in the workspace, and the default workspace
+# is the current directory, often this very source tree: stage them outside it (the CLI
+# refuses in-workspace copies, fail closed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
@@ -12,7 +13,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=${A3S_BUILD_DIR:-$here/build}
 stage=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/a3s-sandbox/bin
 mkdir -p "$stage"
-install -m 0755 "$build/a3s-sandbox-launch" "$build/a3s-sandbox-relay" "$stage/"
+install -m 0755 "$build/a3s-sandbox-launch" "$build/a3s-sandbox-relay" \
+  "$build/a3s-sandbox-mediator" "$stage/"
 export A3S_SANDBOX_LAUNCHER=${A3S_SANDBOX_LAUNCHER:-$stage/a3s-sandbox-launch}
 export A3S_SANDBOX_RELAY=${A3S_SANDBOX_RELAY:-$stage/a3s-sandbox-relay}
+export A3S_SANDBOX_MEDIATOR=${A3S_SANDBOX_MEDIATOR:-$stage/a3s-sandbox-mediator}
 exec "$build/a3s-sandbox" "$@"

@@ -27,6 +27,8 @@ cp "$A3S_CLI" "$stage/a3s-sandbox"
 cp "$(dirname "$A3S_CLI")/a3s-sandbox-launch" "$stage/a3s-sandbox-launch"
 relay="$(dirname "$A3S_CLI")/a3s-sandbox-relay"
 [ -f "$relay" ] && cp "$relay" "$stage/a3s-sandbox-relay"
+mediator="$(dirname "$A3S_CLI")/a3s-sandbox-mediator"
+[ -f "$mediator" ] && cp "$mediator" "$stage/a3s-sandbox-mediator"
 cp -r "$A3S_SOURCE_DIR/policies" "$stage/policies"
 cp -r "$A3S_SOURCE_DIR/spec" "$stage/spec"
 chmod -R a+rX "$stage"
@@ -38,4 +40,5 @@ runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
   HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
   A3S_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
   A3S_SANDBOX_LAUNCHER="$stage/a3s-sandbox-launch" A3S_SANDBOX_RELAY="$stage/a3s-sandbox-relay" \
+  A3S_SANDBOX_MEDIATOR="$stage/a3s-sandbox-mediator" \
   A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_UNPRIV=1 bash "$spec_copy"

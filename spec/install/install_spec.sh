@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` into a fresh prefix installs everything, and each installed piece
-# works from there: the CLI (with the installed policies and launcher), a C program built
-# with pkg-config against the installed library, and the Lua module on the standard
-# Lua 5.4 cpath layout.
+# works from there: the CLI (with the installed policies and launcher, and a mediated run
+# through the installed relay and mediator), a C program built with pkg-config against
+# the installed library, and the Lua module on the standard Lua 5.4 cpath layout.
 set -uo pipefail
 source "$A3S_SOURCE_DIR/spec/cli/lib.sh"
 require_sandbox
@@ -15,7 +15,8 @@ check "install exits 0" eq "$?" 0
 libdir=$(cd "$prefix" && ls -d lib* | head -1)
 for f in bin/a3s-sandbox include/a3s_sandbox.h "$libdir"/liba3s_sandbox.so \
          share/a3s-sandbox/policies/baseline.lua share/a3s-sandbox/policies/lib/env.lua \
-         libexec/a3s-sandbox/a3s-sandbox-launch; do
+         libexec/a3s-sandbox/a3s-sandbox-launch libexec/a3s-sandbox/a3s-sandbox-relay \
+         libexec/a3s-sandbox/a3s-sandbox-mediator; do
   check "installed $f" test -e "$prefix/$f"
 done
 pc=$(find "$prefix" -name a3s-sandbox.pc | head -1)
@@ -27,6 +28,15 @@ export A3S_SANDBOX_LAUNCHER="$prefix/libexec/a3s-sandbox/a3s-sandbox-launch"
 export A3S_SANDBOX_POLICY_PATH="$prefix/share/a3s-sandbox/policies"
 out=$("$prefix/bin/a3s-sandbox" -w "$ws" -- printf installed-cli-ok)
 check "installed CLI runs a command" eq "$out" "installed-cli-ok"
+
+# A mediated run with the installed relay and mediator: the CONNECT to a host that is not
+# granted is answered 403 by the mediator, and its refusal comes back in the result.
+export A3S_SANDBOX_RELAY="$prefix/libexec/a3s-sandbox/a3s-sandbox-relay"
+export A3S_SANDBOX_MEDIATOR="$prefix/libexec/a3s-sandbox/a3s-sandbox-mediator"
+out=$("$prefix/bin/a3s-sandbox" -w "$ws" --json --grant a3s-probe.invalid:1 -c \
+  'exec 3<>/dev/tcp/127.0.0.1/24731 && printf "CONNECT other.invalid:1 HTTP/1.1\r\n\r\n" >&3 && head -c 12 <&3')
+check "installed mediator answers a mediated run" contains "$out" '"stdout":"HTTP/1.1 403"'
+check "installed mediator records the refusal" contains "$out" '"target":"other.invalid:1"'
 
 # C program through pkg-config (the prefix in the .pc file is the configured one, so
 # point the compiler at the staged prefix explicitly).
