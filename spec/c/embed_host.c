@@ -7,9 +7,11 @@
  * a3s-sandbox-* scratch dir in the host's private TMPDIR, the workspace unchanged, no
  * process of the run (every command carries a unique marker).
  *
- * Scenarios: stdin larger than a pipe (data, file, pipe, socket) to commands that do not
- * read it all; the output mirror (a reader that goes away, one that was never there, a
- * normal run).
+ *   embed_host                     stdin larger than a pipe (data, file, pipe, socket)
+ *                                  to commands that do not read it all; the output
+ *                                  mirror (a reader that goes away, one that was never
+ *                                  there, a normal run)
+ *   embed_host --shared-mirror-fd  the mirror with ONE fd for both streams
  *
  * Exit 77 (skip) when the sandbox boundary is unavailable, 1 when anything failed; with
  * A3S_MUST_WORK=1 a skip is a failure. */
@@ -429,6 +431,35 @@ static void scen_mirror_normal(a3s_sandbox *sb)
     free(d);
 }
 
+/* ONE fd for both streams (mirror_fd[0] == mirror_fd[1]), as an embedder interleaving
+ * stdout and stderr into one pipe does. The command writes to both and exits at once;
+ * exec must return at once too, with both lines mirrored. */
+static void scen_mirror_shared_fd(a3s_sandbox *sb)
+{
+    int p[2];
+    expect(pipe2(p, O_CLOEXEC) == 0, "pipe");
+    const char *cmd[] = {"bash", "-c", "echo out; echo err >&2", marker, NULL};
+    a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+    req.argv = cmd;
+    req.timeout_ms = 20000;
+    req.mirror = true;
+    req.mirror_fd[0] = p[1];
+    req.mirror_fd[1] = p[1];
+    a3s_result r;
+    unsigned long long t0 = now_ms();
+    int rc = run_ok(sb, &req, &r, "shared mirror fd");
+    unsigned long long ms = now_ms() - t0;
+    expect(ms < 10000, "exec returned when the command ended, not at the 20 s deadline (%llu ms)",
+           ms);
+    if (rc == 0)
+        a3s_result_free(&r);
+    close(p[1]);
+    char buf[256];
+    drain(p[0], buf, sizeof buf);
+    close(p[0]);
+    expect(strcmp(buf, "out\nerr\n") == 0, "both streams mirrored, in order ('%s')", buf);
+}
+
 typedef struct scenario {
     const char *name;
     void (*fn)(a3s_sandbox *);
@@ -466,8 +497,9 @@ static void run_scenario(const scenario *s)
     ok(marked_procs() == 0, "%s: no process of the run is left", s->name);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    bool shared = argc > 1 && strcmp(argv[1], "--shared-mirror-fd") == 0;
     /* SIGPIPE at its default disposition and not blocked: it would kill this host. */
     signal(SIGPIPE, SIG_DFL);
     sigset_t pipe_set;
@@ -523,8 +555,13 @@ int main(void)
         {"mirror: reader gone before the run", scen_mirror_no_reader},
         {"mirror: normal run, 1 MiB stdin, both streams", scen_mirror_normal},
     };
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        run_scenario(&all[i]);
+    static const scenario shared_fd[] = {
+        {"mirror: one fd for both streams", scen_mirror_shared_fd},
+    };
+    const scenario *list = shared ? shared_fd : all;
+    size_t n = shared ? sizeof shared_fd / sizeof *shared_fd : sizeof all / sizeof *all;
+    for (size_t i = 0; i < n; i++)
+        run_scenario(&list[i]);
 
     if (system(cleanup) != 0)
         printf("# could not remove %s and %s\n", ws, tmp);
