@@ -5,10 +5,11 @@
  * Each scenario runs in a child process (a host of its own); the parent checks that the
  * host survived (a normal exit, not a signal), then that nothing is left: no
  * a3s-sandbox-* scratch dir in the host's private TMPDIR, the workspace unchanged, no
- * process of the run (every command carries a unique marker).
+ * process of the run (the commands carry a unique marker where they can).
  *
- *   embed_host                     stdin larger than a pipe (data, file, pipe, socket)
- *                                  to commands that do not read it all; the output
+ *   embed_host                     stdin larger than a pipe (data, file, pipe, socket;
+ *                                  and the process-host fallback, where the race is
+ *                                  real) to commands that do not read it all; the output
  *                                  mirror (a reader that goes away, one that was never
  *                                  there, a normal run)
  *   embed_host --shared-mirror-fd  the mirror with ONE fd for both streams
@@ -306,6 +307,45 @@ static void scen_stdin_socket(a3s_sandbox *sb)
     (void)waitpid(w, NULL, 0);
 }
 
+/* The process-host fallback (allow_process_host with a bwrap that fails): there the
+ * command is the only reader of its stdin pipe (no bwrap or launcher holding it too), so
+ * a reader that stops midway while the supervisor is still writing meets the write with
+ * EPIPE (a race that, with a plain write, kills the host within a few dozen runs). */
+static void scen_stdin_process_host(a3s_sandbox *unused)
+{
+    (void)unused;
+    a3s_options o = {0};
+    o.workspace = ws;
+    o.bwrap = "/bin/false";
+    o.allow_process_host = true;
+    a3s_error err = {0};
+    a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
+    expect(sb != NULL, "a3s_sandbox_new (process-host): %s", err.msg);
+    if (!sb)
+        return;
+    expect(strcmp(a3s_sandbox_backend(sb), "process-host") == 0, "the fallback is in force");
+    size_t n = 4u << 20;
+    char *d = malloc(n);
+    if (d)
+        memset(d, 'x', n);
+    const char *dd[] = {"dd", "bs=4k", "count=100", "of=/dev/null", "status=none", NULL};
+    int good = 0;
+    for (int i = 0; d && i < 60; i++) {
+        a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+        req.argv = dd;
+        req.stdin_data = d;
+        req.stdin_len = n;
+        a3s_result r;
+        if (run_ok(sb, &req, &r, "dd reading 400 KiB of 4 MiB") == 0) {
+            good++;
+            a3s_result_free(&r);
+        }
+    }
+    expect(good == 60, "60 runs gave a normal result (%d)", good);
+    free(d);
+    a3s_sandbox_free(sb);
+}
+
 /* The mirror's reader: reads up to the first newline, then closes its end. */
 typedef struct reader {
     int fd;
@@ -551,6 +591,8 @@ int main(int argc, char **argv)
         {"stdin_fd regular file 1 MiB", scen_stdin_file},
         {"stdin_fd pipe holding 256 KiB, writer open", scen_stdin_pipe},
         {"stdin_fd socket fed 1 MiB", scen_stdin_socket},
+        {"process-host: 4 MiB stdin_data to a reader that stops midway, 60 runs",
+         scen_stdin_process_host},
         {"mirror: reader reads a line and goes away", scen_mirror_closed},
         {"mirror: reader gone before the run", scen_mirror_no_reader},
         {"mirror: normal run, 1 MiB stdin, both streams", scen_mirror_normal},
