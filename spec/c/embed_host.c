@@ -13,6 +13,8 @@
  *                                  mirror (a reader that goes away, one that was never
  *                                  there, a normal run)
  *   embed_host --shared-mirror-fd  the mirror with ONE fd for both streams
+ *   embed_host --stalled-mirror-reader  the mirror to a reader that does not read: exec
+ *                                  must still come back by the deadline
  *
  * Exit 77 (skip) when the sandbox boundary is unavailable, 1 when anything failed; with
  * A3S_MUST_WORK=1 a skip is a failure. */
@@ -500,10 +502,51 @@ static void scen_mirror_shared_fd(a3s_sandbox *sb)
     expect(strcmp(buf, "out\nerr\n") == 0, "both streams mirrored, in order ('%s')", buf);
 }
 
+/* mirror = true to a pipe whose reader holds it open but does not read (yet). The command
+ * prints 300 000 bytes (more than the output budget) and exits at once; the deadline is
+ * 2 s. What the reader has not taken is not the command's business any more: exec must
+ * come back by the deadline at the latest (README: "never blocking past the deadline"),
+ * not wait for the reader. A watchdog (SIGALRM after 25 s) ends a host that waits. */
+static void scen_mirror_stalled_reader(a3s_sandbox *sb)
+{
+    int p[2];
+    expect(pipe2(p, O_CLOEXEC) == 0, "pipe");
+    const char *cmd[] = {"bash", "-c", "head -c 300000 /dev/zero", marker, NULL};
+    a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+    req.argv = cmd;
+    req.timeout_ms = 2000;
+    req.mirror = true;
+    req.mirror_fd[0] = p[1];
+    req.mirror_fd[1] = -1;
+    a3s_result r;
+    a3s_error err = {0};
+    alarm(25);
+    unsigned long long t0 = now_ms();
+    int rc = a3s_sandbox_exec(sb, &req, &r, &err);
+    unsigned long long ms = now_ms() - t0;
+    alarm(0);
+    expect(rc == A3S_OK, "exec returned A3S_OK (%d: %s)", rc, err.msg);
+    expect(ms < 10000, "exec returned by the 2 s deadline (%llu ms)", ms);
+    if (rc == A3S_OK)
+        a3s_result_free(&r);
+    close(p[0]);
+    close(p[1]);
+}
+
 typedef struct scenario {
     const char *name;
     void (*fn)(a3s_sandbox *);
 } scenario;
+
+/* Text as TAP diagnostics, one "#" line per line. */
+static void print_diag(const char *text)
+{
+    const char *p = text, *nl;
+    while (*p && (nl = strchr(p, '\n')) != NULL) {
+        printf("#     %.*s\n", (int)(nl - p), p);
+        p = nl + 1;
+    }
+}
 
 static void run_scenario(const scenario *s)
 {
@@ -523,7 +566,9 @@ static void run_scenario(const scenario *s)
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
-    if (WIFSIGNALED(st))
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+        ok(0, "%s: the host's call did not return (its 25 s watchdog fired)", s->name);
+    else if (WIFSIGNALED(st))
         ok(0, "%s: the host survived (it was killed by signal %d, %s)", s->name, WTERMSIG(st),
            strsignal(WTERMSIG(st)));
     else
@@ -532,14 +577,18 @@ static void run_scenario(const scenario *s)
     ok(scratch_left() == 0, "%s: no a3s-sandbox-* scratch dir left in the host's TMPDIR", s->name);
     ws_snapshot(after, sizeof after);
     ok(strcmp(before, after) == 0, "%s: the workspace is unchanged", s->name);
-    if (strcmp(before, after))
-        printf("#   before:\n%s#   after:\n%s", before, after);
+    if (strcmp(before, after)) {
+        printf("#   before:\n");
+        print_diag(before);
+        printf("#   after:\n");
+        print_diag(after);
+    }
     ok(marked_procs() == 0, "%s: no process of the run is left", s->name);
 }
 
 int main(int argc, char **argv)
 {
-    bool shared = argc > 1 && strcmp(argv[1], "--shared-mirror-fd") == 0;
+    const char *only = argc > 1 ? argv[1] : "";
     /* SIGPIPE at its default disposition and not blocked: it would kill this host. */
     signal(SIGPIPE, SIG_DFL);
     sigset_t pipe_set;
@@ -600,8 +649,21 @@ int main(int argc, char **argv)
     static const scenario shared_fd[] = {
         {"mirror: one fd for both streams", scen_mirror_shared_fd},
     };
-    const scenario *list = shared ? shared_fd : all;
-    size_t n = shared ? sizeof shared_fd / sizeof *shared_fd : sizeof all / sizeof *all;
+    static const scenario stalled[] = {
+        {"mirror: a reader that does not read, output over budget", scen_mirror_stalled_reader},
+    };
+    const scenario *list = all;
+    size_t n = sizeof all / sizeof *all;
+    if (strcmp(only, "--shared-mirror-fd") == 0) {
+        list = shared_fd;
+        n = 1;
+    } else if (strcmp(only, "--stalled-mirror-reader") == 0) {
+        list = stalled;
+        n = 1;
+    } else if (*only) {
+        printf("usage: embed_host [--shared-mirror-fd | --stalled-mirror-reader]\n");
+        return 2;
+    }
     for (size_t i = 0; i < n; i++)
         run_scenario(&list[i]);
 
