@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -486,10 +487,10 @@ static int l_capabilities(lua_State *L)
     return push_json_text(L, a3s_sandbox_capabilities_json(sb, &err), &err);
 }
 
-/* sb:exec(command | argv, { timeout=, env=, stdin=, on_output= }) -> result | nil, err */
+/* sb:exec(command | argv, { timeout=, env=, stdin=, on_output=, mirror= }) -> result | nil, err */
 static int l_exec(lua_State *L)
 {
-    static const char *const keys[] = {"timeout", "env", "stdin", "on_output", NULL};
+    static const char *const keys[] = {"timeout", "env", "stdin", "on_output", "mirror", NULL};
     a3s_sandbox *sb = check_sb(L);
     lua_settop(L, 3); /* slot 3 is the options table (or nil); scratch values go above */
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
@@ -578,6 +579,21 @@ static int l_exec(lua_State *L)
         } else if (t != LUA_TNIL) {
             return luaL_error(L, "option 'env' must be a table");
         }
+        /* mirror = true: the output goes live to the host's own fds 1 and 2, the way the
+         * CLI prints it (a stalled reader never holds the deadline off, no SIGPIPE; a
+         * reader that goes away kills the tree: r.output_closed). What Lua buffered is
+         * written first. */
+        t = lua_getfield(L, 3, "mirror");
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+            return luaL_error(L, "option 'mirror' must be a boolean");
+        if (lua_toboolean(L, -1)) {
+            req.mirror = true;
+            req.mirror_fd[0] = 1;
+            req.mirror_fd[1] = 2;
+            fflush(stdout);
+            fflush(stderr);
+        }
+        lua_pop(L, 1);
         t = lua_getfield(L, 3, "on_output");
         if (t == LUA_TFUNCTION) {
             x.output_idx = lua_gettop(L);
