@@ -439,17 +439,48 @@ static bool remove_dead_scratch(const char *path)
     return gone;
 }
 
-/* Kill a recorded process of a dead run: only the very process recorded (same start
- * time, read after its pidfd was opened, so the pid cannot be reused in between) and
- * only one of ours. Killing the sandbox's first process ends its whole pid namespace. */
-static void kill_dead_proc(pid_t pid, unsigned long long start)
+/* 32 lower-case hex digits: only tags made by a3s_stale_run_open are looked for. */
+static bool tag_ok(const char *tag)
+{
+    size_t n = 0;
+    for (; tag[n]; n++)
+        if (!((tag[n] >= '0' && tag[n] <= '9') || (tag[n] >= 'a' && tag[n] <= 'f')))
+            return false;
+    return n == 32;
+}
+
+/* Does the process carry "--tag TAG" on its command line (see a3s_stale_run_tag)? */
+static bool proc_tagged(pid_t pid, const char *tag)
+{
+    char want[64], path[64], buf[8192];
+    int wn = snprintf(want, sizeof want, "--tag%c%s%c", '\0', tag, '\0');
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || wn <= 0 || (size_t)wn >= sizeof want) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    ssize_t n = a3s_read_retry(fd, buf, sizeof buf);
+    close(fd);
+    return n > 0 && memmem(buf, (size_t)n, want, (size_t)wn) != NULL;
+}
+
+/* Kill a process of a dead run: only the very process (same start time, read after its
+ * pidfd was opened, so the pid cannot be reused in between), only one of ours, and only
+ * one carrying the run's tag: a record is trusted to name the run's own sandbox, never
+ * to reach any other process, even if it was forged. Killing the sandbox's first process
+ * ends its whole pid namespace. Returns whether it was signalled. */
+static bool kill_dead_proc(pid_t pid, unsigned long long start, const char *tag)
 {
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pfd < 0)
-        return; /* gone */
+        return false; /* gone */
     uid_t uid = (uid_t)-1;
-    if (proc_start(pid, &uid) == start && (uid == geteuid() || geteuid() == 0) &&
-        syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
+    bool hit = proc_start(pid, &uid) == start && (uid == geteuid() || geteuid() == 0) &&
+               proc_tagged(pid, tag) &&
+               syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0;
+    if (hit) {
         /* Wait (bounded) until it is gone: a bwrap killed in the middle of clone() may
          * still create the sandbox's first process, which the tag scan must then see. */
         struct pollfd p = {pfd, POLLIN, 0};
@@ -457,6 +488,7 @@ static void kill_dead_proc(pid_t pid, unsigned long long start)
             ;
     }
     close(pfd);
+    return hit;
 }
 
 /* Kill the dead run's sandbox processes found by their tag ("--tag TAG" on the argv, see
@@ -466,34 +498,17 @@ static void kill_dead_proc(pid_t pid, unsigned long long start)
 static int kill_tagged_once(const char *tag)
 {
     int killed = 0;
-    char want[64];
-    int wn = snprintf(want, sizeof want, "--tag%c%s%c", '\0', tag, '\0');
     DIR *d = opendir("/proc");
-    if (!d || wn <= 0) {
-        if (d)
-            closedir(d);
+    if (!d)
         return 0;
-    }
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 1 || pid == getpid())
+        if (*end || pid <= 1 || pid == getpid() || !proc_tagged((pid_t)pid, tag))
             continue;
-        char path[64], buf[8192];
-        snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t n = a3s_read_retry(fd, buf, sizeof buf);
-        close(fd);
-        if (n <= 0 || !memmem(buf, (size_t)n, want, (size_t)wn))
-            continue;
-        uid_t uid = (uid_t)-1;
-        unsigned long long start = proc_start((pid_t)pid, &uid);
-        if (start && (uid == geteuid() || geteuid() == 0)) {
-            kill_dead_proc((pid_t)pid, start);
+        unsigned long long start = proc_start((pid_t)pid, NULL);
+        if (start && kill_dead_proc((pid_t)pid, start, tag))
             killed++;
-        }
     }
     closedir(d);
     return killed;
@@ -507,18 +522,29 @@ static void kill_tagged(const char *tag)
 }
 
 /* Act on one complete line of a dead run's record; false: to be retried later. */
-static bool sweep_line(char *line)
+static bool sweep_line(char *line, const char *tag)
 {
     if (line[0] == '/') /* the older format: the scratch path alone */
         return remove_dead_scratch(line);
-    if (!strncmp(line, "scratch ", 8))
-        return remove_dead_scratch(line + 8);
+    if (!strncmp(line, "scratch ", 8)) {
+        /* The dead run's sandbox may still be going away (a bwrap in its last steps):
+         * kill what carries the tag again and retry a few times, briefly. */
+        for (int attempt = 0; attempt < 5; attempt++) {
+            if (remove_dead_scratch(line + 8))
+                return true;
+            if (tag)
+                kill_tagged(tag);
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        return false;
+    }
     if (!strncmp(line, "cgroup ", 7))
         return line[7] != '/' || a3s_cgroup_sweep_dir(line + 7) == 0;
     int pid;
     unsigned long long start;
-    if (sscanf(line, "proc %d %llu", &pid, &start) == 2 && pid > 0)
-        kill_dead_proc(pid, start);
+    if (tag && sscanf(line, "proc %d %llu", &pid, &start) == 2 && pid > 0)
+        (void)kill_dead_proc(pid, start, tag);
     return true;
 }
 
@@ -550,17 +576,22 @@ static void sweep_owner(int statefd, const char *name)
         }
     }
     bool done = memchr(buf, '\0', n) == NULL;
+    /* Legacy records have no tag: their processes are not ours to look for. */
+    const char *tag = !strncmp(name, OWNER_PREFIX, strlen(OWNER_PREFIX))
+                          ? name + strlen(OWNER_PREFIX) : NULL;
+    if (tag && !tag_ok(tag))
+        tag = NULL; /* not a name we make: never a tag to look for */
     /* Recorded processes first (each waited for), then those found by the run's tag
      * (made by a recorded one before it died, or never recorded), then the rest. A
      * trailing line without its newline was never completed: nothing of it was made. */
     for (int pass = 0; pass < 2 && done; pass++) {
-        if (pass == 1 && !strncmp(name, OWNER_PREFIX, strlen(OWNER_PREFIX)))
-            kill_tagged(name + strlen(OWNER_PREFIX));
+        if (pass == 1 && tag)
+            kill_tagged(tag);
         char *p = buf;
         for (char *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
             *nl = '\0';
             bool is_proc = !strncmp(p, "proc ", 5);
-            if (is_proc == (pass == 0) && !sweep_line(p))
+            if (is_proc == (pass == 0) && !sweep_line(p, tag))
                 done = false;
             *nl = '\n';
         }
@@ -584,7 +615,7 @@ static void sweep_tomb(int statefd, const char *name)
     struct stat st;
     struct timespec now;
     if (fstatat(statefd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-        st.st_uid != geteuid() || strlen(name) != strlen(TOMB_PREFIX) + 32)
+        st.st_uid != geteuid() || !tag_ok(name + strlen(TOMB_PREFIX)))
         return;
     clock_gettime(CLOCK_REALTIME, &now);
     if (now.tv_sec - st.st_ctim.tv_sec > TOMB_KEEP_S)
