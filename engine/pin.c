@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "stale.h"
+#include "wsattrs.h"
 
 #define REC_MAGIC "a3s-pins 1"
 #define REC_MAX (64 * 1024)
@@ -747,17 +748,6 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         pins_free(pins);
         return -1;
     }
-    if (!(dirs && dirs->n) && !(files && files->n)) {
-        /* Nothing to pin: only a record left by dead holders needs the lock. */
-        char name[FILE_MAX];
-        struct stat st;
-        key_file(name, pins->key, ".pins");
-        if (fstatat(pins->statefd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-            *out = pins;
-            return 0;
-        }
-    }
-
     int lockfd = lock_open(pins->statefd, pins->key, F_WRLCK, true, err);
     if (lockfd < 0) {
         pins_free(pins);
@@ -769,6 +759,17 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         a3s_stale_lock_close(lockfd);
         pins_free(pins);
         return -1;
+    }
+    /* The first holder keeps the workspace root's mode and ACLs for the holders to
+     * restore; a record left by dead holders is their original: restored first. */
+    if (!alive) {
+        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
+        if (a3s_wsattrs_keep(pins->statefd, pins->key, pins->wsfd, workspace, err) < 0) {
+            record_free(&rec);
+            a3s_stale_lock_close(lockfd);
+            pins_free(pins);
+            return -1;
+        }
     }
     reconcile(pins->wsfd, &rec, alive, dirs, files);
     if (!rec.ws_path || strcmp(rec.ws_path, workspace) != 0) {
@@ -788,8 +789,9 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
     for (size_t i = 0; rc == 0 && files && i < files->n; i++)
         rc = pin_one(pins, &rec, files->v[i], false, workspace, err);
     bool holding = false;
-    if (rc == 0 && (pins->paths.n > 0 || rec.n > before)) {
-        /* Before the record names our pins, so nobody can see them without a holder. */
+    if (rc == 0) {
+        /* Always a holder (the workspace attributes); and before the record names our
+         * pins, so nobody can see them without a holder. */
         if (range_lock(lockfd, F_RDLCK, HOLDER_BYTE, false) < 0)
             rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot lock pin state %s", pins->key);
         else
@@ -803,10 +805,6 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         rc = make_pending(pins->wsfd, workspace, pins->statefd, pins->key, &rec, before, err);
     for (size_t i = before; rc == 0 && i < rec.n; i++)
         rc = pins_hold(pins, workspace, rec.v[i].name, err);
-    if (rc == 0 && pins->paths.n == 0 && holding) {
-        (void)range_lock(lockfd, F_UNLCK, HOLDER_BYTE, false); /* nothing held after all */
-        holding = false;
-    }
     if (rc < 0) {
         /* Remove what this call made; keep the clean-up of dead holders' pins. */
         for (size_t i = before; i < rec.n; i++) {
@@ -824,8 +822,11 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         (void)range_lock(lockfd, F_UNLCK, MUTEX_BYTE, false);
         pins->lockfd = lockfd;
     } else {
-        if (!alive && rec.n == 0)
-            forget_workspace(pins->statefd, pins->key, lockfd);
+        if (!alive) {
+            (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
+            if (rec.n == 0)
+                forget_workspace(pins->statefd, pins->key, lockfd);
+        }
         a3s_stale_lock_close(lockfd);
     }
     record_free(&rec);
@@ -857,12 +858,15 @@ void a3s_pins_release(a3s_pins *pins)
         return;
     if (pins->lockfd >= 0 && range_lock(pins->lockfd, F_WRLCK, MUTEX_BYTE, true) == 0) {
         (void)range_lock(pins->lockfd, F_UNLCK, HOLDER_BYTE, false);
+        /* What this run's command did to the root goes now, other holders or not. */
+        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, false);
         struct record rec;
         /* Last one out removes the pins; an unreadable record keeps them (fail safe). */
         if (!others_hold(pins->lockfd) && record_read(pins->statefd, pins->key, &rec, NULL) == 0) {
             for (size_t i = 0; i < rec.n; i++)
                 pin_remove(pins->wsfd, &rec.v[i]);
             record_free(&rec);
+            (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
             forget_workspace(pins->statefd, pins->key, pins->lockfd);
         }
     }
@@ -929,6 +933,14 @@ static void sweep_key(int statefd, const char *key)
         /* Moved or gone: the record stays for an acquire in that workspace. */
     }
     record_free(&rec);
+    /* The workspace attributes the dead holders kept: restored where the workspace is
+     * still found; else kept, and so is the lock file that leads a sweep here. */
+    char attrs[FILE_MAX];
+    struct stat ast;
+    key_file(attrs, key, ".attrs");
+    (void)a3s_wsattrs_restore(statefd, key, -1, true);
+    if (fstatat(statefd, attrs, &ast, AT_SYMLINK_NOFOLLOW) == 0)
+        forget = false;
     if (forget)
         forget_workspace(statefd, key, lockfd);
     a3s_stale_lock_close(lockfd);

@@ -1079,10 +1079,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         return err ? err->code : A3S_ERR_SETUP;
     }
     a3s_audit_emit(au, "compile", "allow", "policy-allow", "enforced-policy", NULL);
-    /* The workspace root's mode and ACLs, restored after the run if the command changed
-     * them (a 0777 workspace would let any local user plant files in it). */
-    a3s_ws_attrs ws_before;
-    a3s_ws_attrs_save(sb->ws_fd, &ws_before);
+    /* (The workspace root's mode and ACLs are kept by the first holder of the workspace
+     * and restored by the last one, or after a crash: see wsattrs.h.) */
     a3s_audit_emit(au, "network", "deny", "network-deny-all",
                    sb->ngrants ? "<network-except-mediator>" : "<network>", NULL);
     for (size_t i = 0; i < sb->ngrants; i++) {
@@ -1280,7 +1278,6 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_audit_emit(au, "quota", "deny", "quota-hit", "<quota:processes>", NULL);
     rc = A3S_OK;
 out:
-    a3s_ws_attrs_restore(sb->ws_fd, &ws_before);
     free(stop_mediator(&med));
     if (cmd_filter_fd >= 0)
         close(cmd_filter_fd);

@@ -1,0 +1,24 @@
+/* The workspace root's original mode and POSIX ACLs, kept in the per-user state
+ * directory (stale.h) next to the workspace's pin record, under its mutex: the first
+ * holder of the workspace writes them, later ones never overwrite them; every holder
+ * restores them when it leaves, and the last one - or, after a crash, the next acquire
+ * or sweep - drops them. So neither a
+ * killed CLI nor two overlapping runs can leave a workspace 0777 (a command may chmod
+ * the root; what the first run saw is what the last one restores). */
+#ifndef A3S_WSATTRS_H
+#define A3S_WSATTRS_H
+
+#include <stdbool.h>
+
+#include "a3s_sandbox.h"
+
+/* Record the attributes of the workspace open as wsfd as "<key>.attrs" (with the
+ * workspace path, for the sweep), replacing any record. */
+int a3s_wsattrs_keep(int statefd, const char *key, int wsfd, const char *ws_path,
+                     a3s_error *err);
+/* Restore the recorded attributes (if any) to wsfd; drop: and the record. wsfd < 0: the
+ * workspace is opened at the recorded path and must have the key's identity (else the
+ * record stays). Returns whether a record was there. */
+bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop);
+
+#endif

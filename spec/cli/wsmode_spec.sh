@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The workspace root's mode is restored after a command made it 0777: also when the CLI
+# was killed (the next run restores it), and when two runs overlap (the last one to end
+# restores what the first one saw, not the 0777 the second one found).
+. "$(dirname "$0")/lib.sh"
+require_sandbox
+
+# Waits until the file exists (the command got that far), at most about 20 s.
+wait_for() { for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+# --- a killed CLI ----------------------------------------------------------------------------
+ws=$(tmpdir)
+chmod 0755 "$ws"
+"$A3S" -w "$ws" -t 60 -c 'chmod 0777 . && touch opened && sleep 100' >/dev/null 2>&1 </dev/null &
+cli=$!
+check "killed run: the command made the root 0777" wait_for "$ws/opened"
+check "killed run: 0777 while it runs" eq "$(stat -c %a "$ws")" 777
+{ kill -KILL "$cli"; wait "$cli"; } 2>/dev/null
+"$A3S" -w "$ws" -- true >/dev/null 2>&1 </dev/null
+check "after the next run the root is 0755 again" eq "$(stat -c %a "$ws")" 755
+
+# --- two overlapping runs ----------------------------------------------------------------------
+ws=$(tmpdir)
+chmod 0755 "$ws"
+"$A3S" -w "$ws" -t 60 -c 'chmod 0777 . && touch a-opened && while [ ! -e b-started ]; do sleep 0.05; done' \
+  >/dev/null 2>&1 </dev/null &
+a=$!
+wait_for "$ws/a-opened"
+"$A3S" -w "$ws" -t 60 -c 'touch b-started; while [ ! -e a-ended ]; do sleep 0.05; done' \
+  >/dev/null 2>&1 </dev/null &
+b=$!
+wait "$a"
+check "overlap: A's end restores the root although B still runs" \
+  eq "$(stat -c %a "$ws")" 755
+touch "$ws/a-ended"
+wait "$b"
+check "overlap: after both ended the root is 0755 (what the first run saw)" \
+  eq "$(stat -c %a "$ws")" 755
+finish
