@@ -1329,39 +1329,6 @@ void a3s_result_free(a3s_result *r)
     memset(r, 0, sizeof *r);
 }
 
-char *a3s_result_json(const a3s_result *r)
-{
-    json_error_t je;
-    json_t *den = json_loads(r->denials_json ? r->denials_json : "[]", 0, &je);
-    json_t *o = json_object();
-    if (!o || !den) {
-        json_decref(o);
-        json_decref(den);
-        return NULL;
-    }
-    json_object_set_new(o, "stdout", json_stringn(r->stdout_text ? r->stdout_text : "", r->stdout_len));
-    json_object_set_new(o, "stderr", json_stringn(r->stderr_text ? r->stderr_text : "", r->stderr_len));
-    json_object_set_new(o, "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null());
-    json_object_set_new(o, "signal", r->has_signal ? json_integer(r->signal) : json_null());
-    json_object_set_new(o, "timed_out", json_boolean(r->timed_out));
-    json_object_set_new(o, "truncated", json_boolean(r->truncated));
-    json_object_set_new(o, "total_bytes", json_integer((json_int_t)r->total_bytes));
-    json_object_set_new(o, "captured_bytes", json_integer((json_int_t)r->captured_bytes));
-    json_object_set_new(o, "duration_ms", json_integer((json_int_t)r->duration_ms));
-    json_object_set_new(o, "policy", json_string(r->policy));
-    json_object_set_new(o, "policy_digest", json_string(r->policy_digest));
-    json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
-    json_object_set_new(o, "identity", json_string(r->identity ? r->identity : ""));
-    json_object_set_new(o, "output_closed", json_boolean(r->output_closed));
-    json_object_set_new(o, "network_grants",
-                        r->grants_json ? json_loads(r->grants_json, 0, &je) : json_array());
-    json_object_set_new(o, "denials", den);
-    json_object_set_new(o, "execution_id", json_string(r->execution_id));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(o);
-    return s;
-}
-
 /* ---- probe, plan, digest, capabilities ------------------------------------------------ */
 
 static int run_probe(a3s_sandbox *sb, const char **identity, a3s_error *err)
