@@ -135,8 +135,8 @@ char *a3s_json_base64_decode(const char *s, size_t len, size_t *n)
                 return NULL;
             }
         }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                     (uint32_t)v[3];
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         out[o++] = (char)(w >> 16);
         if (pad < 2)
             out[o++] = (char)(w >> 8);
@@ -205,9 +205,8 @@ char *a3s_json_bytes(const json_t *v, size_t *n)
         *n = len;
         return out;
     }
-    const json_t *b = json_is_object(v) && json_object_size(v) == 1
-                          ? json_object_get(v, "base64")
-                          : NULL;
+    const json_t *b =
+        json_is_object(v) && json_object_size(v) == 1 ? json_object_get(v, "base64") : NULL;
     if (!json_is_string(b)) {
         errno = EINVAL;
         return NULL;
@@ -220,12 +219,18 @@ char *a3s_json_bytes(const json_t *v, size_t *n)
 const char *a3s_json_status_name(int code)
 {
     switch (code) {
-    case A3S_OK: return "ok";
-    case A3S_ERR_INVALID: return "invalid";
-    case A3S_ERR_POLICY: return "policy";
-    case A3S_ERR_SETUP: return "setup";
-    case A3S_ERR_ABORTED: return "aborted";
-    default: return "internal";
+    case A3S_OK:
+        return "ok";
+    case A3S_ERR_INVALID:
+        return "invalid";
+    case A3S_ERR_POLICY:
+        return "policy";
+    case A3S_ERR_SETUP:
+        return "setup";
+    case A3S_ERR_ABORTED:
+        return "aborted";
+    default:
+        return "internal";
     }
 }
 
@@ -259,12 +264,14 @@ char *a3s_result_json(const a3s_result *r)
     json_t *o = json_object();
     /* The captures are already lossy UTF-8 (a3s_result): always strings. */
     bool ok =
-        a3s_json_set(o, "stdout", a3s_json_str(r->stdout_text ? r->stdout_text : "",
-                                                r->stdout_text ? r->stdout_len : 0)) == 0 &&
-        a3s_json_set(o, "stderr", a3s_json_str(r->stderr_text ? r->stderr_text : "",
-                                                r->stderr_text ? r->stderr_len : 0)) == 0 &&
-        a3s_json_set(o, "exit_code",
-                     r->has_exit_code ? json_integer(r->exit_code) : json_null()) == 0 &&
+        a3s_json_set(o, "stdout",
+                     a3s_json_str(r->stdout_text ? r->stdout_text : "",
+                                  r->stdout_text ? r->stdout_len : 0)) == 0 &&
+        a3s_json_set(o, "stderr",
+                     a3s_json_str(r->stderr_text ? r->stderr_text : "",
+                                  r->stderr_text ? r->stderr_len : 0)) == 0 &&
+        a3s_json_set(o, "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null()) ==
+            0 &&
         a3s_json_set(o, "signal", r->has_signal ? json_integer(r->signal) : json_null()) == 0 &&
         a3s_json_set(o, "timed_out", json_boolean(r->timed_out)) == 0 &&
         a3s_json_set(o, "truncated", json_boolean(r->truncated)) == 0 &&

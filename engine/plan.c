@@ -1103,8 +1103,10 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
     json_t *o = json_object(), *roots = json_object(), *limits = limits_obj(&p->limits);
     char *out = NULL;
     if (oset(roots, "workspace", a3s_json_cstr(p->workspace)) < 0 ||
-        oset(roots, "scratch", a3s_json_cstr(p->scratch)) < 0 || oset(roots, "home", a3s_json_cstr(p->home)) < 0 ||
-        oset(roots, "tmp", a3s_json_cstr(p->tmp)) < 0 || oset(limits, "from", jprov(&p->limits.prov)) < 0)
+        oset(roots, "scratch", a3s_json_cstr(p->scratch)) < 0 ||
+        oset(roots, "home", a3s_json_cstr(p->home)) < 0 ||
+        oset(roots, "tmp", a3s_json_cstr(p->tmp)) < 0 ||
+        oset(limits, "from", jprov(&p->limits.prov)) < 0)
         goto out;
     if (a3s_plan_digest(p, digest, NULL) < 0)
         goto out;
@@ -1119,7 +1121,8 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
             goto out;
     }
     if (oset(o, "a3s_plan_version", json_integer(A3S_PLAN_VERSION)) < 0 ||
-        oset(o, "name", a3s_json_cstr(p->name)) < 0 || oset(o, "source", a3s_json_cstr(p->source)) < 0 ||
+        oset(o, "name", a3s_json_cstr(p->name)) < 0 ||
+        oset(o, "source", a3s_json_cstr(p->source)) < 0 ||
         oset(o, "digest", json_string(digest)) < 0 ||
         oset(o, "network", jnetwork(p->network)) < 0 ||
         oset(o, "network_from", jprov(&p->network_prov)) < 0 ||

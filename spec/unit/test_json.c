@@ -44,27 +44,31 @@ static void test_utf8(void)
         {"\xED\xA0\x80", 3, false, "surrogate"},
         {"\xF4\x90\x80\x80", 4, false, "above U+10FFFF"},
         {"\xE2\x82", 2, false, "truncated at the end"},
-        {"\xE2\x82" "A", 3, false, "truncated before ASCII"},
+        {"\xE2\x82"
+         "A",
+         3, false, "truncated before ASCII"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        ok(a3s_json_is_utf8(cases[i].s, cases[i].n) == cases[i].valid, "utf8: %s",
-           cases[i].what);
+        ok(a3s_json_is_utf8(cases[i].s, cases[i].n) == cases[i].valid, "utf8: %s", cases[i].what);
 }
 
 static void test_base64(void)
 {
     /* RFC 4648 section 10 test vectors. */
-    static const char *const vec[][2] = {{"", ""},          {"f", "Zg=="},
-                                         {"fo", "Zm8="},    {"foo", "Zm9v"},
-                                         {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+    static const char *const vec[][2] = {{"", ""},
+                                         {"f", "Zg=="},
+                                         {"fo", "Zm8="},
+                                         {"foo", "Zm9v"},
+                                         {"foob", "Zm9vYg=="},
+                                         {"fooba", "Zm9vYmE="},
                                          {"foobar", "Zm9vYmFy"}};
     for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
         char *e = a3s_json_base64_encode(vec[i][0], strlen(vec[i][0]));
         ok_streq(e, vec[i][1], "base64 encodes an RFC 4648 vector");
         size_t n = 99;
         char *d = a3s_json_base64_decode(vec[i][1], strlen(vec[i][1]), &n);
-        ok(d && n == strlen(vec[i][0]) && memcmp(d, vec[i][0], n) == 0,
-           "base64 decodes '%s'", vec[i][1]);
+        ok(d && n == strlen(vec[i][0]) && memcmp(d, vec[i][0], n) == 0, "base64 decodes '%s'",
+           vec[i][1]);
         free(e);
         free(d);
     }
@@ -80,8 +84,8 @@ static void test_base64(void)
         free(e);
         free(d);
     }
-    static const char *const bad[] = {"Zg=", "Z===", "Zg==Zg==", "Zm9v!A==", "=Zm9", "Zm=v",
-                                      "Zg=\n"};
+    static const char *const bad[] = {
+        "Zg=", "Z===", "Zg==Zg==", "Zm9v!A==", "=Zm9", "Zm=v", "Zg=\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t n;
         char *d = a3s_json_base64_decode(bad[i], strlen(bad[i]), &n);
@@ -157,8 +161,7 @@ static void test_error(void)
     json_t *m = json_object_get(json_object_get(v, "error"), "message");
     size_t n = 0;
     char *b = a3s_json_bytes(m, &n);
-    ok(b && strcmp(b, "workspace /x\xFF: missing") == 0,
-       "a non-UTF-8 message is kept as base64");
+    ok(b && strcmp(b, "workspace /x\xFF: missing") == 0, "a non-UTF-8 message is kept as base64");
     free(b);
     json_decref(v);
     free(s);
