@@ -1427,13 +1427,14 @@ char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
     char *extra_s = NULL, *out = NULL;
     bool ok = push_strv(pins, &pp.scan.missing_dirs) == 0 &&
               push_strv(pins, &pp.scan.missing_files) == 0 && push_strv(env, &pp.env) == 0;
+    /* a3s_json_set takes the value whatever happens: forget each one once passed. */
     if (ok) {
-        int rc = a3s_json_set(extra, "pins", pins);
+        ok = a3s_json_set(extra, "pins", pins) == 0;
         pins = NULL;
-        if (rc == 0)
-            rc = a3s_json_set(extra, "env_result", env);
+    }
+    if (ok) {
+        ok = a3s_json_set(extra, "env_result", env) == 0;
         env = NULL;
-        ok = rc == 0;
     }
     ok = ok && a3s_json_set(extra, "policy_digest", a3s_json_cstr(pp.digest)) == 0 &&
          a3s_json_set(extra, "digest", a3s_json_cstr(pp.digest)) == 0 && /* the one that counts */
@@ -1564,16 +1565,18 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
           * unprivileged id, via idmapped mounts) or "host-root" (only with
           * allow_host_root). */
          (!identity || a3s_json_set(o, "identity", a3s_json_cstr(identity)) == 0);
+    /* a3s_json_set takes the value whatever happens: forget each one once passed. */
     if (ok) {
-        int rc = a3s_json_set(o, "capabilities", caps);
+        ok = a3s_json_set(o, "capabilities", caps) == 0;
         caps = NULL;
-        if (rc == 0)
-            rc = a3s_json_set(o, "unavailable", unavail);
+    }
+    if (ok) {
+        ok = a3s_json_set(o, "unavailable", unavail) == 0;
         unavail = NULL;
-        if (rc == 0)
-            rc = a3s_json_set(o, "quotas", quotas);
+    }
+    if (ok) {
+        ok = a3s_json_set(o, "quotas", quotas) == 0;
         quotas = NULL;
-        ok = rc == 0;
     }
     char *s = ok ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(caps);
