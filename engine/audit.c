@@ -1,10 +1,11 @@
 /* Audit events as JSON lines.
  *
  * Every event is one JSON object with the fixed members (execution_id, policy,
- * policy_digest, backend, event, decision, reason, target, ts_ms; a NULL string is
- * written as null, so the schema never changes shape) plus the members of the caller's
- * `extra_json` object that do not collide with them. Keys are sorted so equal events
- * serialize equally.
+ * policy_digest, backend, workspace, event, decision, reason, target, ts_ms; a NULL
+ * string is written as null, so the schema never changes shape) plus the members of the
+ * caller's `extra_json` object that do not collide with them. Keys are sorted so equal
+ * events serialize equally. Text is bytes (paths, names): what is not valid UTF-8 is
+ * written as {"base64": ...} (engine/json.h), exactly, never replaced or dropped.
  *
  * File sink: the whole line goes out in one write(2) on an O_APPEND descriptor, so lines
  * of concurrent writers (other executions, other processes) never interleave within a
@@ -28,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "util.h"
 
 /* `target` carries paths and names; a bound keeps every line short and a hostile
@@ -40,97 +42,10 @@ struct a3s_audit {
     int fd; /* the file sink, or -1 */
     a3s_audit_fn fn;
     void *ud;
-    char *execution_id, *policy, *digest, *backend; /* valid UTF-8, or NULL */
+    char *execution_id, *policy, *digest, *backend, *workspace; /* bytes, or NULL */
     a3s_error first;  /* the first error */
     unsigned long errors; /* how many errors in all */
 };
-
-/* ------------------------------------------------------------------ UTF-8 */
-
-/* Length of the valid UTF-8 sequence at s[0..n) (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF; what jansson accepts), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
-}
-
-static bool utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        size_t l = utf8_seq(p + i, n - i);
-        if (!l)
-            return false;
-        i += l;
-    }
-    return true;
-}
-
-/* A copy of s with every byte that is not part of a valid UTF-8 sequence replaced by
- * U+FFFD (paths and names are bytes; JSON strings are UTF-8). NULL on ENOMEM. */
-static char *utf8_sanitize(const char *s)
-{
-    static const char repl[] = "\xEF\xBF\xBD";
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    char *out = malloc(n * 3 + 1); /* worst case: every byte replaced */
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        size_t l = utf8_seq(p + i, n - i);
-        if (l) {
-            memcpy(out + o, p + i, l);
-            o += l;
-            i += l;
-        } else {
-            memcpy(out + o, repl, 3);
-            o += 3;
-            i++;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* s as valid UTF-8: s itself when it already is (*owned = NULL), else a sanitized copy
- * stored in *owned. NULL only on ENOMEM (s non-NULL). */
-static const char *as_utf8(const char *s, char **owned)
-{
-    *owned = NULL;
-    if (!s || utf8_valid(s))
-        return s;
-    *owned = utf8_sanitize(s);
-    return *owned;
-}
 
 /* ------------------------------------------------------------------ errors */
 
@@ -217,31 +132,22 @@ static void audit_free(a3s_audit *a)
     free(a->policy);
     free(a->digest);
     free(a->backend);
+    free(a->workspace);
     free(a);
 }
 
-/* A valid UTF-8 copy of s into *dst (NULL stays NULL); -1 on ENOMEM. */
+/* A copy of s into *dst (NULL stays NULL); -1 on ENOMEM. */
 static int dup_field(char **dst, const char *s)
 {
-    char *owned;
-    const char *v = as_utf8(s, &owned);
-    if (s && !v)
-        return -1;
-    if (owned) {
-        *dst = owned;
-        return 0;
-    }
     *dst = NULL;
-    if (s && !(*dst = strdup(v)))
-        return -1;
-    return 0;
+    return s && !(*dst = strdup(s)) ? -1 : 0;
 }
 
 /* With no sink at all there is nothing to record: *out is NULL and every emit is a
  * no-op, so callers need not special-case "auditing off". */
 int a3s_audit_open(a3s_audit **out, const char *path, a3s_audit_fn fn, void *ud,
                    const char *execution_id, const char *policy, const char *digest,
-                   const char *backend, a3s_error *err)
+                   const char *backend, const char *workspace, a3s_error *err)
 {
     *out = NULL;
     if (!path && !fn)
@@ -256,7 +162,8 @@ int a3s_audit_open(a3s_audit **out, const char *path, a3s_audit_fn fn, void *ud,
     a->fn = fn;
     a->ud = ud;
     if (dup_field(&a->execution_id, execution_id) < 0 || dup_field(&a->policy, policy) < 0 ||
-        dup_field(&a->digest, digest) < 0 || dup_field(&a->backend, backend) < 0) {
+        dup_field(&a->digest, digest) < 0 || dup_field(&a->backend, backend) < 0 ||
+        dup_field(&a->workspace, workspace) < 0) {
         audit_free(a);
         return a3s_fail(err, A3S_ERR_INTERNAL, "audit: out of memory");
     }
@@ -292,49 +199,36 @@ int a3s_audit_close(a3s_audit *a, a3s_error *err)
 
 /* ------------------------------------------------------------------ emit */
 
-/* s (may be NULL) as a JSON string or null; NULL on ENOMEM. */
+/* s (may be NULL) as JSON text (a string, {"base64": ...} or null); NULL on ENOMEM. */
 static json_t *jstr(const char *s)
 {
-    if (!s)
-        return json_null();
-    char *owned;
-    const char *v = as_utf8(s, &owned);
-    json_t *j = v ? json_string(v) : NULL;
-    free(owned);
-    return j;
+    return a3s_json_cstr(s);
 }
 
-/* The target, valid UTF-8 and at most TARGET_MAX bytes: longer ones are cut on a
- * character boundary and end with "...". */
+/* The target, at most TARGET_MAX bytes: a longer one is cut (on a character boundary
+ * when it is UTF-8) and ends with "...". Then encoded like any text. */
 static json_t *jtarget(const char *s)
 {
     if (!s)
         return json_null();
-    char *owned;
-    const char *v = as_utf8(s, &owned);
-    if (!v)
-        return NULL;
-    size_t n = strlen(v);
-    json_t *j;
-    if (n <= TARGET_MAX) {
-        j = json_string(v);
-    } else {
-        size_t keep = TARGET_MAX - (sizeof ELLIPSIS - 1);
-        /* v is valid UTF-8: back up over continuation bytes to a character start. */
-        while (keep > 0 && ((unsigned char)v[keep] & 0xC0) == 0x80)
+    size_t n = strlen(s);
+    if (n <= TARGET_MAX)
+        return a3s_json_str(s, n);
+    size_t keep = TARGET_MAX - (sizeof ELLIPSIS - 1);
+    /* Back up over continuation bytes to a character start, so that valid UTF-8 stays
+     * valid (and a string); other bytes are base64 anyway. */
+    if (a3s_json_is_utf8(s, n))
+        while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80)
             keep--;
-        char buf[TARGET_MAX + 1];
-        memcpy(buf, v, keep);
-        memcpy(buf + keep, ELLIPSIS, sizeof ELLIPSIS);
-        j = json_string(buf);
-    }
-    free(owned);
-    return j;
+    char buf[TARGET_MAX + 1];
+    memcpy(buf, s, keep);
+    memcpy(buf + keep, ELLIPSIS, sizeof ELLIPSIS);
+    return a3s_json_str(buf, keep + sizeof ELLIPSIS - 1);
 }
 
 static int set(json_t *o, const char *key, json_t *v)
 {
-    return v ? json_object_set_new(o, key, v) : -1; /* set_new also fails on NULL */
+    return a3s_json_set(o, key, v);
 }
 
 /* Merge the members of extra_json that o does not have yet. */
@@ -420,7 +314,8 @@ void a3s_audit_emit(a3s_audit *a, const char *event, const char *decision,
         set(o, "execution_id", jstr(a->execution_id)) < 0 ||
         set(o, "policy", jstr(a->policy)) < 0 ||
         set(o, "policy_digest", jstr(a->digest)) < 0 ||
-        set(o, "backend", jstr(a->backend)) < 0 || set(o, "event", jstr(event)) < 0 ||
+        set(o, "backend", jstr(a->backend)) < 0 ||
+        set(o, "workspace", jstr(a->workspace)) < 0 || set(o, "event", jstr(event)) < 0 ||
         set(o, "decision", jstr(decision)) < 0 || set(o, "reason", jstr(reason)) < 0 ||
         set(o, "target", jtarget(target)) < 0) {
         note_error(a, A3S_ERR_INTERNAL, 0, "out of memory");

@@ -15,14 +15,16 @@ int a3s_audit_new_id(char out[33], a3s_error *err);
 typedef struct a3s_audit a3s_audit;
 
 /* Sink: `path` (appended, created 0600, O_APPEND|O_CLOEXEC|O_NOFOLLOW; NULL: none) and/or
- * `fn(ud, json_line)` (NULL: none). The common fields are fixed for the execution. */
+ * `fn(ud, json_line)` (NULL: none). The common fields (execution id, policy name, policy
+ * digest, backend, workspace path) are fixed for the execution. */
 int a3s_audit_open(a3s_audit **out, const char *path, a3s_audit_fn fn, void *ud,
                    const char *execution_id, const char *policy, const char *digest,
-                   const char *backend, a3s_error *err);
+                   const char *backend, const char *workspace, a3s_error *err);
 
-/* Emit {"ts_ms","execution_id","policy","policy_digest","backend","event","decision",
- * "reason","target", ...extra members of `extra_json` (an object, may be NULL)}. One
- * write(2) per line. Errors are kept (first one) and reported by a3s_audit_close. */
+/* Emit {"ts_ms","execution_id","policy","policy_digest","backend","workspace","event",
+ * "decision","reason","target", ...extra members of `extra_json` (an object, may be
+ * NULL)}. Text that is not valid UTF-8 is written as {"base64": ...} (engine/json.h).
+ * One write(2) per line. Errors are kept (first one) and reported by a3s_audit_close. */
 void a3s_audit_emit(a3s_audit *a, const char *event, const char *decision,
                     const char *reason, const char *target, const char *extra_json);
 

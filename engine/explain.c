@@ -3,12 +3,52 @@
  * say something the JSON (and therefore the enforcement) does not. */
 #include "explain.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
+
+/* {"base64": ...} (engine/json.h) as a jansson string of the exact bytes, so the text
+ * below shows a path that is not UTF-8 as it is (jansson's _nocheck strings hold any
+ * bytes; this tree is only read, never dumped). 1: *out is the string; 0: x is not such
+ * an object (left as it is); -1: ENOMEM. */
+static int unwrap_one(json_t *x, json_t **out)
+{
+    if (!json_is_object(x) || json_object_size(x) != 1 || !json_object_get(x, "base64"))
+        return 0;
+    size_t n = 0;
+    char *b = a3s_json_bytes(x, &n);
+    if (!b)
+        return errno == ENOMEM ? -1 : 0;
+    *out = json_stringn_nocheck(b, n);
+    free(b);
+    return *out ? 1 : -1;
+}
+
+/* Replace every base64 object in the tree; -1 on ENOMEM. */
+static int unwrap_all(json_t *v)
+{
+    json_t *s = NULL;
+    int rc = 0;
+    if (json_is_object(v)) {
+        for (void *it = json_object_iter(v); rc == 0 && it; it = json_object_iter_next(v, it)) {
+            json_t *x = json_object_iter_value(it);
+            int u = unwrap_one(x, &s);
+            rc = u < 0 ? -1 : u ? json_object_iter_set_new(v, it, s) : unwrap_all(x);
+        }
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; rc == 0 && i < json_array_size(v); i++) {
+            json_t *x = json_array_get(v, i);
+            int u = unwrap_one(x, &s);
+            rc = u < 0 ? -1 : u ? json_array_set_new(v, i, s) : unwrap_all(x);
+        }
+    }
+    return rc < 0 ? -1 : 0;
+}
 
 static const char *str(json_t *o, const char *k)
 {
@@ -80,8 +120,10 @@ char *a3s_plan_explain(const char *plan_json)
 {
     json_error_t je;
     json_t *p = json_loads(plan_json, 0, &je);
-    if (!p)
+    if (!p || unwrap_all(p) < 0) {
+        json_decref(p);
         return NULL;
+    }
     char *out = NULL;
     size_t outlen = 0;
     FILE *f = open_memstream(&out, &outlen);

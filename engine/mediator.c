@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "util.h"
 
 #define REQ_LINE_MAX 8192  /* request line, CRLF included */
@@ -713,9 +714,16 @@ static size_t deny_format(char *out, size_t cap, const char *proto, const char *
     char target[A3S_GRANT_HOST_MAX + 16] = "";
     if (host && *host)
         snprintf(target, sizeof target, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "kind", "network", "protocol", proto,
-                          "target", target, "reason", reason, "decision", "deny");
-    size_t n = o ? json_dumpb(o, out, cap, JSON_COMPACT) : 0;
+    /* The host passed host_check (ASCII), but a target is still written the one way
+     * every host-derived text is (engine/json.h), and a failed member fails the record
+     * (it is still counted) instead of writing it without its target. */
+    json_t *o = json_object();
+    bool ok = a3s_json_set(o, "kind", json_string("network")) == 0 &&
+              a3s_json_set(o, "protocol", a3s_json_cstr(proto)) == 0 &&
+              a3s_json_set(o, "target", a3s_json_cstr(target)) == 0 &&
+              a3s_json_set(o, "reason", a3s_json_cstr(reason)) == 0 &&
+              a3s_json_set(o, "decision", json_string("deny")) == 0;
+    size_t n = ok ? json_dumpb(o, out, cap, JSON_COMPACT) : 0;
     json_decref(o);
     if (n == 0 || n >= cap)
         return 0;
@@ -771,10 +779,15 @@ static void deny_log_close(med_ctx *ctx)
             kept_last++;
     }
     json_t *counts = json_object();
-    for (size_t i = 0; counts && i < DENY_REASONS && d->reason[i]; i++)
-        json_object_set_new(counts, d->reason[i], json_integer((json_int_t)d->count[i]));
-    if (counts && d->other)
-        json_object_set_new(counts, "other", json_integer((json_int_t)d->other));
+    bool ok = counts != NULL;
+    for (size_t i = 0; ok && i < DENY_REASONS && d->reason[i]; i++)
+        ok = a3s_json_set(counts, d->reason[i], json_integer((json_int_t)d->count[i])) == 0;
+    if (ok && d->other)
+        ok = a3s_json_set(counts, "other", json_integer((json_int_t)d->other)) == 0;
+    if (!ok) { /* a summary without all its counts would lie: none at all */
+        json_decref(counts);
+        counts = NULL;
+    }
     json_t *o =
         counts ? json_pack("{s:s, s:b, s:s, s:I, s:I, s:I, s:I, s:o}", "kind", "network", "summary",
                            1, "decision", "deny", "total", (json_int_t)d->total, "kept_first",

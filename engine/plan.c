@@ -26,7 +26,9 @@
  * evaluation against the neutral host, where nothing is host-derived, so whatever is in
  * that plan is a declaration, and a label a policy author sets must not hide one.
  * Text that is not valid UTF-8 is encoded as {"base16":"<hex bytes>"} instead of a string
- * (lossless, and never equal to a string).
+ * (lossless, and never equal to a string). That is the digest's own encoding: the full
+ * plan (a3s_plan_json), like every JSON output, writes such text as {"base64": ...}
+ * (engine/json.h).
  * Errno values are written by name ("EPERM"), or as a number when the table has no name.
  * Changing any of this changes digests: bump A3S_PLAN_VERSION when you do. */
 #include "plan.h"
@@ -41,6 +43,7 @@
 #include <jansson.h>
 #include <nettle/sha2.h>
 
+#include "json.h"
 #include "util.h"
 
 #define CANON_FLAGS (JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII)
@@ -661,44 +664,35 @@ int a3s_plan_validate(const a3s_plan *p, a3s_error *err)
 
 /* ---------------------------------------------------------------- JSON helpers */
 
-/* A JSON string for arbitrary bytes: the string itself when it is valid UTF-8, else
- * {"base16": hex} (lossless; jansson only holds UTF-8). NULL text -> null. */
+/* Canonical form only (the digest input, so it keeps its encoding): a JSON string for
+ * arbitrary bytes, the string itself when it is valid UTF-8, else {"base16": hex}
+ * (lossless; jansson only holds UTF-8). NULL text -> null. */
 static json_t *jtext(const char *s)
 {
     if (!s)
         return json_null();
-    json_t *j = json_string(s);
-    if (j)
-        return j;
     size_t n = strlen(s);
+    if (a3s_json_is_utf8(s, n))
+        return json_stringn_nocheck(s, n); /* NULL now only means ENOMEM */
     char *hex = malloc(n * 2 + 1);
     if (!hex)
         return NULL;
     for (size_t i = 0; i < n; i++)
         snprintf(hex + 2 * i, 3, "%02x", (unsigned char)s[i]);
-    j = json_pack("{s:s}", "base16", hex);
+    json_t *j = json_pack("{s:s}", "base16", hex);
     free(hex);
     return j;
 }
 
-/* json_object_set_new / json_array_append_new steal `v` even on failure; a NULL `v`
- * (allocation failed earlier) is reported as failure. */
+/* Checked building (engine/json.h): a failed allocation fails the whole document. */
 static int oset(json_t *o, const char *k, json_t *v)
 {
-    if (!o || !v) {
-        json_decref(v);
-        return -1;
-    }
-    return json_object_set_new(o, k, v);
+    return a3s_json_set(o, k, v);
 }
 
 static int apush(json_t *a, json_t *v)
 {
-    if (!a || !v) {
-        json_decref(v);
-        return -1;
-    }
-    return json_array_append_new(a, v);
+    return a3s_json_push(a, v);
 }
 
 /* Push `v` into `a` when `ok` (v was fully built), else drop it; -1 on any failure. */
@@ -718,11 +712,13 @@ static json_t *jerrno(int e)
     return n ? json_string(n) : json_integer(e);
 }
 
+/* Full plan only: provenance is host text (a policy file path). */
 static json_t *jprov(const a3s_prov *pv)
 {
     char pb[1024];
-    return jtext(prov_str(pv, pb, sizeof pb));
+    return a3s_json_cstr(prov_str(pv, pb, sizeof pb));
 }
+
 
 /* ---------------------------------------------------------------- symbolic text */
 
@@ -900,7 +896,7 @@ static json_t *seccomp_obj(const a3s_seccomp_plan *sp, bool full)
         bool ok;
         if (full) {
             r = json_object();
-            ok = oset(r, "syscall", jtext(sp->deny[i].syscall)) == 0 &&
+            ok = oset(r, "syscall", a3s_json_cstr(sp->deny[i].syscall)) == 0 &&
                  oset(r, "errno", jerrno(sp->deny[i].errnum)) == 0 &&
                  oset(r, "errnum", json_integer(sp->deny[i].errnum)) == 0 &&
                  oset(r, "from", jprov(&sp->deny[i].prov)) == 0;
@@ -1029,7 +1025,7 @@ static json_t *full_names(const a3s_name_list *l)
     json_t *a = json_array();
     for (size_t i = 0; a && i < l->n; i++) {
         json_t *o = json_object();
-        bool ok = oset(o, "name", jtext(l->v[i].name)) == 0 &&
+        bool ok = oset(o, "name", a3s_json_cstr(l->v[i].name)) == 0 &&
                   oset(o, "from", jprov(&l->v[i].prov)) == 0;
         if (push_built(a, o, ok) < 0) {
             json_decref(a);
@@ -1046,7 +1042,7 @@ static json_t *full_fs(const a3s_plan *p)
         const a3s_fs_rule *r = &p->fs[i];
         json_t *o = json_object();
         bool ok = oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) == 0 &&
-                  oset(o, "path", jtext(r->path)) == 0 &&
+                  oset(o, "path", a3s_json_cstr(r->path)) == 0 &&
                   oset(o, "optional", json_boolean(r->optional)) == 0 &&
                   oset(o, "broaden", json_boolean(r->broaden)) == 0 &&
                   oset(o, "discovered", json_boolean(r->discovered)) == 0 &&
@@ -1069,8 +1065,8 @@ static json_t *full_env(const a3s_env_plan *ep)
         goto fail;
     for (size_t i = 0; i < ep->nset; i++) {
         json_t *kv = json_object();
-        bool ok = oset(kv, "name", jtext(ep->set[i].name)) == 0 &&
-                  oset(kv, "value", jtext(ep->set[i].value)) == 0 &&
+        bool ok = oset(kv, "name", a3s_json_cstr(ep->set[i].name)) == 0 &&
+                  oset(kv, "value", a3s_json_cstr(ep->set[i].value)) == 0 &&
                   oset(kv, "discovered", json_boolean(ep->set[i].discovered)) == 0 &&
                   oset(kv, "from", jprov(&ep->set[i].prov)) == 0;
         if (push_built(set, kv, ok) < 0)
@@ -1106,9 +1102,11 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
     char digest[65];
     json_t *o = json_object(), *roots = json_object(), *limits = limits_obj(&p->limits);
     char *out = NULL;
-    if (oset(roots, "workspace", jtext(p->workspace)) < 0 ||
-        oset(roots, "scratch", jtext(p->scratch)) < 0 || oset(roots, "home", jtext(p->home)) < 0 ||
-        oset(roots, "tmp", jtext(p->tmp)) < 0 || oset(limits, "from", jprov(&p->limits.prov)) < 0)
+    if (oset(roots, "workspace", a3s_json_cstr(p->workspace)) < 0 ||
+        oset(roots, "scratch", a3s_json_cstr(p->scratch)) < 0 ||
+        oset(roots, "home", a3s_json_cstr(p->home)) < 0 ||
+        oset(roots, "tmp", a3s_json_cstr(p->tmp)) < 0 ||
+        oset(limits, "from", jprov(&p->limits.prov)) < 0)
         goto out;
     if (a3s_plan_digest(p, digest, NULL) < 0)
         goto out;
@@ -1123,7 +1121,8 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
             goto out;
     }
     if (oset(o, "a3s_plan_version", json_integer(A3S_PLAN_VERSION)) < 0 ||
-        oset(o, "name", jtext(p->name)) < 0 || oset(o, "source", jtext(p->source)) < 0 ||
+        oset(o, "name", a3s_json_cstr(p->name)) < 0 ||
+        oset(o, "source", a3s_json_cstr(p->source)) < 0 ||
         oset(o, "digest", json_string(digest)) < 0 ||
         oset(o, "network", jnetwork(p->network)) < 0 ||
         oset(o, "network_from", jprov(&p->network_prov)) < 0 ||

@@ -28,6 +28,7 @@
 #include "cgroup.h"
 #include "env.h"
 #include "exec.h"
+#include "json.h"
 #include "mediator.h"
 #include "medproc.h"
 #include "mirror.h"
@@ -862,16 +863,17 @@ static int check_request(const a3s_exec_request *req, a3s_error *err)
     return 0;
 }
 
+/* The result's denials as JSON array text; NULL on ENOMEM (never a list missing one). */
 static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_plan *p,
                           const a3s_cgroup_events *ev, const char *med_lines)
 {
     json_t *a = json_array();
-    if (!a)
-        return NULL;
+    bool ok = a != NULL;
     /* The mediator's refusals, one JSON object per line, its summary (exact counts per
-     * reason) last; records without a summary mean the mediator was killed early. */
+     * reason) last; records without a summary mean the mediator was killed early. A
+     * line that does not parse (the mediator killed mid-write) is not a record. */
     bool records = false, summary = false;
-    for (const char *l = med_lines; l && *l;) {
+    for (const char *l = med_lines; ok && l && *l;) {
         const char *nl = strchr(l, '\n');
         size_t n = nl ? (size_t)(nl - l) : strlen(l);
         json_error_t je;
@@ -881,33 +883,59 @@ static char *denials_json(const a3s_outcome *o, int64_t timeout_ms, const a3s_pl
                 summary = true;
             else
                 records = true;
-            json_array_append_new(a, d);
+            ok = a3s_json_push(a, d) == 0;
         }
         l += n + (nl ? 1 : 0);
     }
-    if (records && !summary)
-        json_array_append_new(a, json_pack("{s:s, s:b, s:b}", "kind", "network", "summary", 1,
-                                           "incomplete", 1));
-    if (o->timed_out)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "deadline", "target",
-                                           "<process-tree>", "limit_ms", (json_int_t)timeout_ms));
-    if (o->cap && a3s_capture_truncated(o->cap))
-        json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "kind", "output_limit",
-                                           "target", "<output>", "limit_bytes",
-                                           (json_int_t)p->limits.output_bytes));
-    if (ev && ev->oom_kills)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "quota",
-                                           "resource", "memory", "event", "oom_kill", "count",
-                                           (json_int_t)ev->oom_kills, "limit_bytes",
-                                           (json_int_t)p->limits.memory_bytes));
-    if (ev && ev->pids_max)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "quota",
-                                           "resource", "processes", "event", "max", "count",
-                                           (json_int_t)ev->pids_max, "limit",
-                                           (json_int_t)p->limits.processes));
-    char *s = json_dumps(a, JSON_COMPACT);
+    /* Every record below is engine text (ASCII): json_pack fails only on ENOMEM, and
+     * a3s_json_push turns that into a failure of the whole list. */
+    if (ok && records && !summary)
+        ok = a3s_json_push(a, json_pack("{s:s, s:b, s:b}", "kind", "network", "summary", 1,
+                                        "incomplete", 1)) == 0;
+    if (ok && o->timed_out)
+        ok = a3s_json_push(a, json_pack("{s:s, s:s, s:I}", "kind", "deadline", "target",
+                                        "<process-tree>", "limit_ms",
+                                        (json_int_t)timeout_ms)) == 0;
+    if (ok && o->cap && a3s_capture_truncated(o->cap))
+        ok = a3s_json_push(a, json_pack("{s:s, s:s, s:I}", "kind", "output_limit", "target",
+                                        "<output>", "limit_bytes",
+                                        (json_int_t)p->limits.output_bytes)) == 0;
+    if (ok && ev && ev->oom_kills)
+        ok = a3s_json_push(a, json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "quota",
+                                        "resource", "memory", "event", "oom_kill", "count",
+                                        (json_int_t)ev->oom_kills, "limit_bytes",
+                                        (json_int_t)p->limits.memory_bytes)) == 0;
+    if (ok && ev && ev->pids_max)
+        ok = a3s_json_push(a, json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", "quota",
+                                        "resource", "processes", "event", "max", "count",
+                                        (json_int_t)ev->pids_max, "limit",
+                                        (json_int_t)p->limits.processes)) == 0;
+    char *s = ok ? json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);
     return s;
+}
+
+/* The grants as [{host, port[, policy_digest]}...] (digest: NULL leaves it out); NULL on
+ * ENOMEM. Hosts are normalized ASCII, written through a3s_json_str all the same. */
+static json_t *grants_array(const a3s_sandbox *sb, const char *digest)
+{
+    json_t *g = json_array();
+    bool ok = g != NULL;
+    for (size_t i = 0; ok && i < sb->ngrants; i++) {
+        json_t *e = json_object();
+        ok = a3s_json_set(e, "host", a3s_json_cstr(sb->grants[i].host)) == 0 &&
+             a3s_json_set(e, "port", json_integer(sb->grants[i].port)) == 0 &&
+             (!digest || a3s_json_set(e, "policy_digest", a3s_json_cstr(digest)) == 0);
+        if (!ok)
+            json_decref(e);
+        else
+            ok = a3s_json_push(g, e) == 0;
+    }
+    if (!ok) {
+        json_decref(g);
+        return NULL;
+    }
+    return g;
 }
 
 static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o,
@@ -945,10 +973,7 @@ static int fill_result(a3s_sandbox *sb, const prepared *pp, const a3s_outcome *o
     r->identity = pp->mapped ? "mapped" : geteuid() == 0 ? "host-root" : "caller";
     if (!(r->denials_json = denials_json(o, timeout_ms, pp->plan, ev, med_denials)))
         goto oom;
-    json_t *g = json_array();
-    for (size_t i = 0; g && i < sb->ngrants; i++)
-        json_array_append_new(g, json_pack("{s:s, s:i, s:s}", "host", sb->grants[i].host, "port",
-                                           sb->grants[i].port, "policy_digest", pp->digest));
+    json_t *g = grants_array(sb, pp->digest);
     r->grants_json = g ? json_dumps(g, JSON_COMPACT) : NULL;
     json_decref(g);
     if (!r->grants_json)
@@ -1068,7 +1093,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_error derr;
         (void)policy_digest(sb, d, &derr); /* a broken policy is audited as a compile deny */
         if (a3s_audit_open(&au, sb->audit_path, sb->audit_fn, sb->audit_ud, id, sb->src.name,
-                           d, a3s_sandbox_backend(sb), err) < 0)
+                           d, a3s_sandbox_backend(sb), sb->workspace, err) < 0)
             return err ? err->code : A3S_ERR_SETUP;
     }
     prepared pp;
@@ -1326,39 +1351,6 @@ void a3s_result_free(a3s_result *r)
     memset(r, 0, sizeof *r);
 }
 
-char *a3s_result_json(const a3s_result *r)
-{
-    json_error_t je;
-    json_t *den = json_loads(r->denials_json ? r->denials_json : "[]", 0, &je);
-    json_t *o = json_object();
-    if (!o || !den) {
-        json_decref(o);
-        json_decref(den);
-        return NULL;
-    }
-    json_object_set_new(o, "stdout", json_stringn(r->stdout_text ? r->stdout_text : "", r->stdout_len));
-    json_object_set_new(o, "stderr", json_stringn(r->stderr_text ? r->stderr_text : "", r->stderr_len));
-    json_object_set_new(o, "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null());
-    json_object_set_new(o, "signal", r->has_signal ? json_integer(r->signal) : json_null());
-    json_object_set_new(o, "timed_out", json_boolean(r->timed_out));
-    json_object_set_new(o, "truncated", json_boolean(r->truncated));
-    json_object_set_new(o, "total_bytes", json_integer((json_int_t)r->total_bytes));
-    json_object_set_new(o, "captured_bytes", json_integer((json_int_t)r->captured_bytes));
-    json_object_set_new(o, "duration_ms", json_integer((json_int_t)r->duration_ms));
-    json_object_set_new(o, "policy", json_string(r->policy));
-    json_object_set_new(o, "policy_digest", json_string(r->policy_digest));
-    json_object_set_new(o, "backend", json_string(r->backend ? r->backend : ""));
-    json_object_set_new(o, "identity", json_string(r->identity ? r->identity : ""));
-    json_object_set_new(o, "output_closed", json_boolean(r->output_closed));
-    json_object_set_new(o, "network_grants",
-                        r->grants_json ? json_loads(r->grants_json, 0, &je) : json_array());
-    json_object_set_new(o, "denials", den);
-    json_object_set_new(o, "execution_id", json_string(r->execution_id));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(o);
-    return s;
-}
-
 /* ---- probe, plan, digest, capabilities ------------------------------------------------ */
 
 static int run_probe(a3s_sandbox *sb, const char **identity, a3s_error *err)
@@ -1403,45 +1395,62 @@ int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
     return policy_digest(sb, out, err) < 0 ? (err ? err->code : A3S_ERR_POLICY) : A3S_OK;
 }
 
+/* Push every string of sv (host bytes) onto a; -1 on ENOMEM. */
+static int push_strv(json_t *a, const a3s_strv *sv)
+{
+    for (size_t i = 0; i < sv->n; i++)
+        if (a3s_json_push(a, a3s_json_cstr(sv->v[i])) < 0)
+            return -1;
+    return 0;
+}
+
+/* Our own JSON text back as a value; NULL when it is NULL (its producer failed). */
+static json_t *load_own(const char *text)
+{
+    json_error_t je;
+    return text ? json_loads(text, 0, &je) : NULL;
+}
+
 char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
 {
     prepared pp;
     if (prepare(sb, NULL, false, &pp, err) < 0)
         return NULL;
-    json_t *extra = json_object();
+    /* Every member is checked: a failure fails the whole plan (never a plan missing a
+     * member, an argv entry or a pin); host text goes through a3s_json_str. */
+    json_t *extra = json_object(), *pins = json_array(), *env = json_array();
     char *argv = a3s_bwrap_args_json(sb->bwrap ? sb->bwrap : "bwrap", &pp.args, &pp.cmd);
     char *sc = a3s_seccomp_describe_json(&pp.plan->seccomp);
-    json_error_t je;
-    json_t *pins = json_array();
-    for (size_t i = 0; i < pp.scan.missing_dirs.n; i++)
-        json_array_append_new(pins, json_string(pp.scan.missing_dirs.v[i]));
-    for (size_t i = 0; i < pp.scan.missing_files.n; i++)
-        json_array_append_new(pins, json_string(pp.scan.missing_files.v[i]));
-    json_object_set_new(extra, "policy_digest", json_string(pp.digest));
-    json_object_set_new(extra, "digest", json_string(pp.digest)); /* the one that counts */
-    json_object_set_new(extra, "backend", json_string(a3s_sandbox_backend(sb)));
-    json_object_set_new(extra, "pins", pins);
-    json_t *grants = json_array();
-    for (size_t i = 0; i < sb->ngrants; i++)
-        json_array_append_new(grants, json_pack("{s:s, s:i}", "host", sb->grants[i].host, "port",
-                                                sb->grants[i].port));
-    json_object_set_new(extra, "network_grants", grants);
-    if (sb->ngrants)
-        json_object_set_new(extra, "network", json_string("mediated"));
-    if (argv && !sb->process_host)
-        json_object_set_new(extra, "bwrap_argv", json_loads(argv, 0, &je));
-    if (sc)
-        json_object_set_new(extra, "seccomp_filter", json_loads(sc, 0, &je));
-    json_object_set_new(extra, "env_result", json_array());
-    for (size_t i = 0; i < pp.env.n; i++)
-        json_array_append_new(json_object_get(extra, "env_result"), json_string(pp.env.v[i]));
-    char *extra_s = json_dumps(extra, JSON_COMPACT);
-    char *out = extra_s ? a3s_plan_json(pp.plan, extra_s) : NULL;
+    char *extra_s = NULL, *out = NULL;
+    bool ok = push_strv(pins, &pp.scan.missing_dirs) == 0 &&
+              push_strv(pins, &pp.scan.missing_files) == 0 && push_strv(env, &pp.env) == 0;
+    /* a3s_json_set takes the value whatever happens: forget each one once passed. */
+    if (ok) {
+        ok = a3s_json_set(extra, "pins", pins) == 0;
+        pins = NULL;
+    }
+    if (ok) {
+        ok = a3s_json_set(extra, "env_result", env) == 0;
+        env = NULL;
+    }
+    ok = ok && a3s_json_set(extra, "policy_digest", a3s_json_cstr(pp.digest)) == 0 &&
+         a3s_json_set(extra, "digest", a3s_json_cstr(pp.digest)) == 0 && /* the one that counts */
+         a3s_json_set(extra, "backend", a3s_json_cstr(a3s_sandbox_backend(sb))) == 0 &&
+         a3s_json_set(extra, "network_grants", grants_array(sb, NULL)) == 0 &&
+         (!sb->ngrants || a3s_json_set(extra, "network", json_string("mediated")) == 0) &&
+         (sb->process_host || a3s_json_set(extra, "bwrap_argv", load_own(argv)) == 0) &&
+         a3s_json_set(extra, "seccomp_filter", load_own(sc)) == 0;
+    if (ok)
+        extra_s = json_dumps(extra, JSON_COMPACT);
+    if (extra_s)
+        out = a3s_plan_json(pp.plan, extra_s);
     if (!out)
         a3s_fail(err, A3S_ERR_INTERNAL, "plan: out of memory");
     free(extra_s);
     free(argv);
     free(sc);
+    json_decref(pins);
+    json_decref(env);
     json_decref(extra);
     prepared_free(&pp);
     return out;
@@ -1512,44 +1521,64 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
         "resource_process_limit", qc->can[A3S_QUOTA_PIDS], "resource_memory_limit",
         qc->can[A3S_QUOTA_MEMORY], "resource_cpu_limit", qc->can[A3S_QUOTA_CPU],
         "resource_file_size_limit", 1);
-    json_t *unavail = json_array();
     const char *keys[] = {"network_deny_all", "private_network_namespace", "readonly_host_root",
                           "seccomp_filter", "pid_namespace", "mediated_http", "mediated_socks",
                           "unix_socket_allowlist", "resource_process_limit",
                           "resource_memory_limit", "resource_cpu_limit"};
+    /* Every member is checked (a failure fails the report, never drops a member); host
+     * text (policy name, paths, reasons) goes through a3s_json_str. */
+    json_t *o = json_object(), *unavail = json_array(), *quotas = json_object();
+    bool ok = caps != NULL;
+    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++)
+        if (!json_is_true(json_object_get(caps, keys[i])))
+            ok = a3s_json_push(unavail, json_string(keys[i])) == 0;
     /* Per quota: how it is enforced here, or why it cannot be. */
-    json_t *quotas = json_object();
     static const char *const qnames[A3S_QUOTA_COUNT] = {"processes", "memory_bytes",
                                                         "cpu_millicores"};
-    for (int q = 0; q < A3S_QUOTA_COUNT; q++)
-        json_object_set_new(quotas, qnames[q],
-                            qc->can[q] ? json_pack("{s:b, s:s}", "enforceable", 1, "via", qc->via[q])
-                                       : json_pack("{s:b, s:s}", "enforceable", 0, "why_not",
-                                                   qc->why_not[q]));
-    json_object_set_new(quotas, "file_size_bytes", json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit"));
-    json_object_set_new(quotas, "nofile", json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit"));
-    json_object_set_new(quotas, "core_bytes", json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit"));
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!json_is_true(json_object_get(caps, keys[i])))
-            json_array_append_new(unavail, json_string(keys[i]));
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:b}", "backend",
-                          a3s_sandbox_backend(sb), "policy", sb->src.name, "policy_digest",
-                          digest, "version", A3S_SANDBOX_VERSION, "capabilities", caps,
-                          "unavailable", unavail, "boundary_usable", usable);
-    if (o && !usable)
-        json_object_set_new(o, "reason", json_string(sb->process_host ? sb->fallback_reason
-                                                                     : perr.msg));
-    if (o && sb->bwrap)
-        json_object_set_new(o, "bwrap", json_string(sb->bwrap));
-    /* Who commands run as on the host: "caller", "mapped" (root callers: an unprivileged
-     * id, via idmapped mounts) or "host-root" (only with allow_host_root). */
-    if (o && identity)
-        json_object_set_new(o, "identity", json_string(identity));
-    if (o)
-        json_object_set_new(o, "quotas", quotas);
-    else
-        json_decref(quotas);
-    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    for (int q = 0; ok && q < A3S_QUOTA_COUNT; q++) {
+        json_t *e = json_object();
+        ok = a3s_json_set(e, "enforceable", json_boolean(qc->can[q])) == 0 &&
+             a3s_json_set(e, qc->can[q] ? "via" : "why_not",
+                          a3s_json_cstr(qc->can[q] ? qc->via[q] : qc->why_not[q])) == 0;
+        if (ok)
+            ok = a3s_json_set(quotas, qnames[q], e) == 0;
+        else
+            json_decref(e);
+    }
+    static const char *const rlimit_quotas[] = {"file_size_bytes", "nofile", "core_bytes"};
+    for (size_t i = 0; ok && i < sizeof rlimit_quotas / sizeof rlimit_quotas[0]; i++)
+        ok = a3s_json_set(quotas, rlimit_quotas[i],
+                          json_pack("{s:b, s:s}", "enforceable", 1, "via", "rlimit")) == 0;
+    ok = ok && a3s_json_set(o, "backend", a3s_json_cstr(a3s_sandbox_backend(sb))) == 0 &&
+         a3s_json_set(o, "policy", a3s_json_cstr(sb->src.name)) == 0 &&
+         a3s_json_set(o, "policy_digest", a3s_json_cstr(digest)) == 0 &&
+         a3s_json_set(o, "version", a3s_json_cstr(A3S_SANDBOX_VERSION)) == 0 &&
+         a3s_json_set(o, "boundary_usable", json_boolean(usable)) == 0 &&
+         (usable || a3s_json_set(o, "reason", a3s_json_cstr(sb->process_host
+                                                                ? sb->fallback_reason
+                                                                : perr.msg)) == 0) &&
+         (!sb->bwrap || a3s_json_set(o, "bwrap", a3s_json_cstr(sb->bwrap)) == 0) &&
+         /* Who commands run as on the host: "caller", "mapped" (root callers: an
+          * unprivileged id, via idmapped mounts) or "host-root" (only with
+          * allow_host_root). */
+         (!identity || a3s_json_set(o, "identity", a3s_json_cstr(identity)) == 0);
+    /* a3s_json_set takes the value whatever happens: forget each one once passed. */
+    if (ok) {
+        ok = a3s_json_set(o, "capabilities", caps) == 0;
+        caps = NULL;
+    }
+    if (ok) {
+        ok = a3s_json_set(o, "unavailable", unavail) == 0;
+        unavail = NULL;
+    }
+    if (ok) {
+        ok = a3s_json_set(o, "quotas", quotas) == 0;
+        quotas = NULL;
+    }
+    char *s = ok ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(caps);
+    json_decref(unavail);
+    json_decref(quotas);
     json_decref(o);
     if (!s)
         a3s_fail(err, A3S_ERR_INTERNAL, "capabilities: out of memory");

@@ -3,7 +3,13 @@
  * A sandbox handle binds a workspace to a policy. Every exec evaluates the policy into a
  * plan, validates and freezes it, then runs the command under the Linux backend
  * (bubblewrap namespaces + a libseccomp filter). Library calls never print or exit: they
- * return a status and fill an a3s_error. */
+ * return a status and fill an a3s_error.
+ *
+ * JSON text (results, plans, capability reports, denials, audit events): host text is
+ * bytes, so a path, argv or environment entry, name or message that is not valid UTF-8
+ * is written as {"base64": "<standard padded base64 of the exact bytes>"} in place of a
+ * string; everything else is a string. A producer that runs out of memory returns NULL,
+ * never a document with members missing. */
 #ifndef A3S_SANDBOX_H
 #define A3S_SANDBOX_H
 
@@ -34,7 +40,9 @@ typedef struct a3s_error {
 
 typedef struct a3s_sandbox a3s_sandbox;
 
-/* Audit callback: one JSON object (a line of text without the newline) per event. */
+/* Audit callback: one JSON object (a line of text without the newline) per event:
+ * {"ts_ms","execution_id","policy","policy_digest","backend","workspace","event",
+ * "decision","reason","target"}, text encoded as above. */
 typedef void (*a3s_audit_fn)(void *ud, const char *json_line);
 
 typedef struct a3s_options {
@@ -141,7 +149,8 @@ const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb);
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
                      a3s_error *err);
 void a3s_result_free(a3s_result *r);
-/* The result as one JSON object (SPEC §2); malloc'd, NULL on ENOMEM. */
+/* The result as one JSON object (SPEC §2); malloc'd, NULL on ENOMEM. stdout/stderr are
+ * the lossy UTF-8 renderings (always strings); other text is encoded as above. */
 char *a3s_result_json(const a3s_result *r);
 
 /* Run the marker command through the real boundary; A3S_OK when it works. */
@@ -151,7 +160,8 @@ int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err);
  * holds no grants; with grants, a hash over the policy digest and the normalized grant set
  * (see a3s_sandbox_grant_set). It is what an operator approves. */
 int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
-/* Frozen plan / capability report as JSON text (malloc'd); NULL and err on failure. */
+/* Frozen plan / capability report as JSON text (malloc'd); NULL and err on failure.
+ * Paths and argv entries that are not UTF-8 are {"base64": ...} objects (see above). */
 char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err);
 char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
 /* The frozen plan as readable text, every rule with the policy file:line that produced

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json.h"
+
 int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,
                           char **out, a3s_error *err)
 {
@@ -599,15 +601,16 @@ int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err)
 
 char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args, const a3s_strv *cmd)
 {
+    /* Paths are bytes: every entry goes through a3s_json_str (a string, or a base64
+     * object when it is not UTF-8), and any failure fails the whole array, so the dump
+     * never has fewer entries than the real argv. */
     json_t *a = json_array();
-    if (!a)
-        return NULL;
-    json_array_append_new(a, json_string(bwrap));
-    for (size_t i = 0; i < args->n; i++)
-        json_array_append_new(a, json_string(args->v[i]));
-    for (size_t i = 0; i < cmd->n; i++)
-        json_array_append_new(a, json_string(cmd->v[i]));
-    char *s = json_dumps(a, JSON_COMPACT);
+    bool ok = a3s_json_push(a, a3s_json_cstr(bwrap)) == 0;
+    for (size_t i = 0; ok && i < args->n; i++)
+        ok = a3s_json_push(a, a3s_json_cstr(args->v[i])) == 0;
+    for (size_t i = 0; ok && i < cmd->n; i++)
+        ok = a3s_json_push(a, a3s_json_cstr(cmd->v[i])) == 0;
+    char *s = ok ? json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);
     return s;
 }

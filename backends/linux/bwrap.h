@@ -57,7 +57,8 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
  * records). Returns the fd (CLOEXEC) or -1 with err. */
 int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err);
 
-/* JSON array text of the whole command line (for `plan`), malloc'd. */
+/* JSON array text of the whole command line (for `plan`), malloc'd; each entry written
+ * with a3s_json_str (engine/json.h). NULL on ENOMEM, never an array missing entries. */
 char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args, const a3s_strv *cmd);
 
 #endif

@@ -43,6 +43,7 @@
 
 #include <seccomp.h> /* libseccomp (ours is a3s_seccomp.h) */
 
+#include "json.h"
 #include "util.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -589,12 +590,11 @@ bool a3s_seccomp_syscall_known(const char *name)
 
 /* ---- description ---- */
 
+/* Names come from the policy: text that is not UTF-8 is written as {"base64": ...}
+ * (engine/json.h), so the rule is still described, exactly. */
 static int sc_json_str(json_t *o, const char *key, const char *val)
 {
-    json_t *s = json_string(val);
-    if (!s) /* not UTF-8 (a bad name from a policy): still describe the rule */
-        s = json_string("(invalid UTF-8)");
-    return json_object_set_new(o, key, s);
+    return a3s_json_set(o, key, a3s_json_cstr(val));
 }
 
 static int sc_json_errno(json_t *o, int e)

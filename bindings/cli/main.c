@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
+#include "json.h"
 
 #define EXIT_TIMEOUT 124
 #define EXIT_REFUSED 125
@@ -34,7 +35,8 @@ static const char usage_text[] =
     "  -t, --timeout SECONDS    deadline (decimal; capped by the policy ceiling)\n"
     "  -e, --env NAME=VALUE     explicit environment entry (repeatable)\n"
     "  -c COMMAND               run COMMAND with the trusted bash\n"
-    "      --json               print one JSON result object on stdout\n"
+    "      --json               print one JSON object on stdout: the result, or\n"
+    "                           {\"error\":{\"code\",\"message\"}} when refused\n"
     "      --audit FILE         append JSON-lines audit events of the run to FILE\n"
     "      --grant HOST[:PORT]  mediated network access to exactly this origin (repeatable,\n"
     "                           at most 256)\n"
@@ -49,15 +51,83 @@ static const char usage_text[] =
     "141 the reader of our output went away (the process tree was killed);\n"
     "126/127 the program is not executable / not found inside the sandbox.\n";
 
+/* --json promises exactly one JSON object on stdout (README): with it, every refusal of
+ * a command whose output is JSON (run, plan, capabilities) also prints
+ * {"error": {"code", "message"}} there. Decided from argv before parsing, since a usage
+ * error can come before --json is read. */
+static bool json_errors;
+
+/* Options that take a value: their value is never an option (`-c --json` runs the
+ * command "--json"), exactly as parse() reads them. */
+static bool takes_value(const char *a)
+{
+    static const char *const with_value[] = {"-p", "--policy", "-w", "--workspace",
+                                             "--grant", "--grant-digest", "-t", "--timeout",
+                                             "-e", "--env", "-c", "--audit"};
+    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+        if (!strcmp(a, with_value[i]))
+            return true;
+    return false;
+}
+
+/* --json before `--`, for run (the default command), plan or capabilities. */
+static bool argv_wants_json(int argc, char **argv)
+{
+    int i = 1;
+    if (i < argc && (!strcmp(argv[i], "probe") || !strcmp(argv[i], "digest") ||
+                     !strcmp(argv[i], "check") || !strcmp(argv[i], "--help") ||
+                     !strcmp(argv[i], "-h") || !strcmp(argv[i], "help") ||
+                     !strcmp(argv[i], "--version")))
+        return false;
+    if (i < argc && (!strcmp(argv[i], "run") || !strcmp(argv[i], "plan") ||
+                     !strcmp(argv[i], "capabilities")))
+        i++;
+    for (; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--json"))
+            return true;
+        if (takes_value(argv[i]))
+            i++;
+    }
+    return false;
+}
+
+/* The refusal object on stdout when --json was given (code: an a3s_status name, or
+ * "usage"); the caller prints the human message on stderr as before. */
+static void json_error(const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void json_error(const char *code, const char *fmt, ...)
+{
+    if (!json_errors)
+        return;
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    char *s = msg ? a3s_json_error(code, msg) : NULL;
+    free(msg);
+    /* Out of memory still yields one object, never none. */
+    fputs(s ? s : "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", stdout);
+    fputc('\n', stdout);
+    free(s);
+    fflush(stdout);
+    json_errors = false; /* exactly one object */
+}
+
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_usage(const char *fmt, ...)
 {
+    char *msg = NULL;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "a3s-sandbox: ");
-    vfprintf(stderr, fmt, ap);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
     va_end(ap);
-    fprintf(stderr, "\n(run 'a3s-sandbox --help' for usage)\n");
+    fprintf(stderr, "a3s-sandbox: %s\n(run 'a3s-sandbox --help' for usage)\n",
+            msg ? msg : "invalid command line (out of memory)");
+    json_error("usage", "%s", msg ? msg : "invalid command line (out of memory)");
+    free(msg);
     exit(EXIT_REFUSED);
 }
 
@@ -130,6 +200,7 @@ static void parse(cli *c, int argc, char **argv)
     c->grants = calloc((size_t)argc + 1, sizeof *c->grants);
     if (!c->env || !c->grants) {
         fprintf(stderr, "a3s-sandbox: out of memory\n");
+        json_error("internal", "out of memory");
         exit(EXIT_REFUSED);
     }
     bool run = !strcmp(c->cmd, "run");
@@ -211,6 +282,7 @@ static void parse(cli *c, int argc, char **argv)
 static int fail(const char *what, const a3s_error *err)
 {
     fprintf(stderr, "a3s-sandbox: %s: %s\n", what, err->msg);
+    json_error(a3s_json_status_name(err->code), "%s: %s", what, err->msg);
     return EXIT_REFUSED;
 }
 
@@ -255,12 +327,14 @@ int main(int argc, char **argv)
 {
     cli c;
     memset(&c, 0, sizeof c);
+    json_errors = argv_wants_json(argc, argv);
     parse(&c, argc, argv);
     /* A vanished reader of our stdout must not kill the supervisor mid-run. */
     signal(SIGPIPE, SIG_IGN);
 
     if (c.grant_digest && !c.ngrants) {
         fprintf(stderr, "a3s-sandbox: --grant-digest needs at least one --grant\n");
+        json_error("usage", "--grant-digest needs at least one --grant");
         return EXIT_REFUSED;
     }
 
@@ -290,6 +364,7 @@ int main(int argc, char **argv)
     if (c.ngrants &&
         a3s_sandbox_grant_set(sb, c.grants, c.ngrants, c.grant_digest, NULL, &err) != A3S_OK) {
         fprintf(stderr, "a3s-sandbox: --grant: %s\n", err.msg);
+        json_error(a3s_json_status_name(err.code), "--grant: %s", err.msg);
         a3s_sandbox_free(sb);
         free(c.env);
         free(c.grants);
@@ -352,6 +427,9 @@ int main(int argc, char **argv)
             if (got_signal) {
                 fprintf(stderr, "a3s-sandbox: interrupted by %s; the process tree was killed\n",
                         strsignal(got_signal));
+                json_error(a3s_json_status_name(A3S_ERR_ABORTED),
+                           "interrupted by %s; the process tree was killed",
+                           strsignal(got_signal));
                 rc = 128 + got_signal;
             } else {
                 rc = fail("run", &err);
@@ -367,6 +445,10 @@ int main(int argc, char **argv)
                 if (s) {
                     closed = !write_out(1, s, strlen(s)) || !write_out(1, "\n", 1) || closed;
                     free(s);
+                } else {
+                    /* The command ran (its status stands) but has no object: say so. */
+                    fprintf(stderr, "a3s-sandbox: run: cannot encode the result: out of memory\n");
+                    json_error("internal", "run: cannot encode the result: out of memory");
                 }
             } else if (r.timed_out && !closed) {
                 fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");

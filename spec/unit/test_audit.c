@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "json.h"
 #include "tap.h"
 #include "util.h"
 
@@ -114,6 +115,17 @@ static bool is_null(json_t *o, const char *key)
     return json_is_null(json_object_get(o, key));
 }
 
+/* o[key] is {"base64": ...} of exactly the bytes want. */
+static bool b64_of(json_t *o, const char *key, const char *want)
+{
+    json_t *v = json_object_get(o, key);
+    size_t n = 0;
+    char *b = json_is_object(v) ? a3s_json_bytes(v, &n) : NULL;
+    bool good = b && n == strlen(want) && memcmp(b, want, n) == 0;
+    free(b);
+    return good;
+}
+
 static off_t file_size(const char *path)
 {
     struct stat st;
@@ -133,7 +145,7 @@ static void capture_fn(void *ud, const char *line)
 
 #define OPEN(a, path, fn, ud, err)                                                      \
     a3s_audit_open((a), (path), (fn), (ud), "0123456789abcdef0123456789abcdef", "baseline", \
-                   "sha256:feed", "bwrap", (err))
+                   "sha256:feed", "bwrap", "/ws", (err))
 
 /* ---------------------------------------------------------------- tests */
 
@@ -200,12 +212,12 @@ static void test_file_sink(void)
             continue;
         }
         static const char *const keys[] = {"ts_ms", "execution_id", "policy", "policy_digest",
-                                           "backend", "event", "decision", "reason",
-                                           "target"};
+                                           "backend", "workspace", "event", "decision",
+                                           "reason", "target"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
             if (!json_object_get(o, keys[k]))
                 all_fixed = false;
-        if (json_object_size(o) != 9)
+        if (json_object_size(o) != 10)
             all_fixed = false;
         json_t *ts = json_object_get(o, "ts_ms");
         if (!json_is_integer(ts) || json_integer_value(ts) < t0 || json_integer_value(ts) > t1)
@@ -216,7 +228,7 @@ static void test_file_sink(void)
             sorted = false; /* compact: no blank anywhere in these events */
         json_decref(o);
     }
-    ok(all_fixed, "every line is a JSON object with exactly the nine fixed members");
+    ok(all_fixed, "every line is a JSON object with exactly the ten fixed members");
     ok(ts_ok, "ts_ms is wall-clock milliseconds of the emission");
     ok(sorted, "compact with sorted keys");
 
@@ -249,13 +261,15 @@ static void test_file_sink(void)
 
     /* Other NULL common fields become null, too. */
     new_path(path, "nulls.jsonl");
-    ok(a3s_audit_open(&a, path, NULL, NULL, "id", NULL, NULL, NULL, &err) == 0, "open w/ NULLs");
+    ok(a3s_audit_open(&a, path, NULL, NULL, "id", NULL, NULL, NULL, NULL, &err) == 0,
+       "open w/ NULLs");
     a3s_audit_emit(a, NULL, NULL, NULL, NULL, NULL);
     ok(a3s_audit_close(a, &err) == 0, "close");
     read_lines(path, &L);
     o = L.v.n == 1 ? parse_obj(L.v.v[0]) : NULL;
     ok(o && is_null(o, "policy") && is_null(o, "policy_digest") && is_null(o, "backend") &&
-           is_null(o, "event") && is_null(o, "decision") && json_object_size(o) == 9,
+           is_null(o, "workspace") && is_null(o, "event") && is_null(o, "decision") &&
+           json_object_size(o) == 10,
        "NULL common fields and event/decision are null");
     json_decref(o);
     a3s_strv_free(&L.v);
@@ -323,7 +337,7 @@ static void test_extra(void)
     ok_streq(o ? sget(o, "reason") : NULL, "policy_allow", "reason not overridden");
     ok_streq(o ? sget(o, "target") : NULL, "/t", "target not overridden");
     ok(o && json_integer_value(json_object_get(o, "ts_ms")) > 0, "ts_ms not overridden");
-    ok(o && json_object_size(o) == 12, "exactly 9 fixed + 3 extra members");
+    ok(o && json_object_size(o) == 13, "exactly 10 fixed + 3 extra members");
     json_decref(o);
     a3s_strv_free(&c.v);
 
@@ -339,7 +353,7 @@ static void test_extra(void)
     lines L;
     read_lines(path, &L);
     o = L.v.n == 1 ? parse_obj(L.v.v[0]) : NULL;
-    ok(o && json_object_size(o) == 9 && !json_object_get(o, "a"),
+    ok(o && json_object_size(o) == 10 && !json_object_get(o, "a"),
        "the event was written anyway, without the invalid extra");
     json_decref(o);
     a3s_strv_free(&L.v);
@@ -474,28 +488,40 @@ static void test_target_cap(void)
        "a multi-byte target is cut on a character boundary (%zu bytes)", t ? strlen(t) : 0);
     json_decref(h);
 
-    /* Bytes that are not UTF-8 (paths are bytes) become U+FFFD; the event is kept. */
+    /* Bytes that are not UTF-8 (paths are bytes) are kept exactly, as base64. */
     t = target_of("/w/\xff\xfe-x/\xC3", &h);
-    ok_streq(t, "/w/\xEF\xBF\xBD\xEF\xBF\xBD-x/\xEF\xBF\xBD",
-             "invalid UTF-8 in the target is replaced by U+FFFD");
+    ok(t == NULL && b64_of(h, "target", "/w/\xff\xfe-x/\xC3"),
+       "invalid UTF-8 in the target is the base64 object of the exact bytes");
     json_decref(h);
     t = target_of("\xED\xA0\x80|\xC0\xAF|\xF4\x90\x80\x80|\xF0\x9F\x98\x80", &h);
-    ok_streq(t, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD|\xEF\xBF\xBD\xEF\xBF\xBD|"
-                "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD|\xF0\x9F\x98\x80",
-             "surrogates, overlong forms and > U+10FFFF are replaced; emoji kept");
+    ok(t == NULL && b64_of(h, "target", "\xED\xA0\x80|\xC0\xAF|\xF4\x90\x80\x80|\xF0\x9F\x98\x80"),
+       "surrogates, overlong forms and > U+10FFFF make the target base64");
+    json_decref(h);
+    /* A long non-UTF-8 target is cut by bytes (at 1021) and keeps the "..." marker. */
+    char bin[2001];
+    memset(bin, '\xff', 2000);
+    bin[2000] = '\0';
+    char cut[1025];
+    memset(cut, '\xff', 1021);
+    memcpy(cut + 1021, "...", 4);
+    t = target_of(bin, &h);
+    ok(t == NULL && b64_of(h, "target", cut), "a long non-UTF-8 target is cut to 1024 bytes");
     json_decref(h);
 
     a3s_error err = {0};
     a3s_audit *a = NULL;
     captured c = {0};
-    ok(a3s_audit_open(&a, NULL, capture_fn, &c, "id", "pol\xff", "d", "b", &err) == 0,
-       "open with a non-UTF-8 policy name");
+    ok(a3s_audit_open(&a, NULL, capture_fn, &c, "id", "pol\xff", "d", "b", "/ws\xff\xfe",
+                      &err) == 0,
+       "open with a non-UTF-8 policy name and workspace");
     a3s_audit_emit(a, "ev\xfe", "allow", "r\xfd", NULL, NULL);
     ok(a3s_audit_close(a, &err) == 0, "close");
     json_t *o = c.v.n == 1 ? parse_obj(c.v.v[0]) : NULL;
-    ok_streq(o ? sget(o, "policy") : NULL, "pol\xEF\xBF\xBD", "policy sanitized");
-    ok_streq(o ? sget(o, "event") : NULL, "ev\xEF\xBF\xBD", "event sanitized");
-    ok_streq(o ? sget(o, "reason") : NULL, "r\xEF\xBF\xBD", "reason sanitized");
+    ok(b64_of(o, "policy", "pol\xff"), "policy kept as base64");
+    ok(b64_of(o, "workspace", "/ws\xff\xfe"), "workspace kept as base64");
+    ok(b64_of(o, "event", "ev\xfe"), "event kept as base64");
+    ok(b64_of(o, "reason", "r\xfd"), "reason kept as base64");
+    ok_streq(o ? sget(o, "decision") : NULL, "allow", "UTF-8 members stay strings");
     json_decref(o);
     a3s_strv_free(&c.v);
 }
@@ -505,7 +531,7 @@ static int writer(const char *path, const char *id)
 {
     a3s_error err = {0};
     a3s_audit *a = NULL;
-    if (a3s_audit_open(&a, path, NULL, NULL, id, "baseline", "d", "bwrap", &err) != 0)
+    if (a3s_audit_open(&a, path, NULL, NULL, id, "baseline", "d", "bwrap", "/ws", &err) != 0)
         return 3;
     char target[1001];
     memset(target, id[0], 1000);

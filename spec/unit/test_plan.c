@@ -642,6 +642,8 @@ static void test_canonical_host_independent(void)
     ok(a3s_plan_digest(u, du, &e) == 0 && strcmp(du, da) != 0, "non-UTF-8 path digested");
     char *ju = a3s_plan_json(u, NULL);
     ok(ju != NULL, "plan_json copes with a non-UTF-8 path");
+    ok(contains(ju, "\"base64\": \"L29wdC///g==\"") && !contains(ju, "base16"),
+       "the full plan writes a non-UTF-8 path as base64 (base16 is the digest's own)");
     free(ju);
     free(cu);
     a3s_plan_free(u);
