@@ -465,7 +465,8 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
      * scratch owners) that later runs act on live in the state root: never where
      * commands write. */
     const char *state_root = a3s_stale_root(sb->tmp);
-    if (a3s_path_within(sb->tmp, sb->workspace) || a3s_path_within(state_root, sb->workspace)) {
+    if (a3s_path_within(sb->tmp, sb->workspace) || a3s_path_within(state_root, sb->workspace) ||
+        a3s_path_within(a3s_stale_fallback_root(), sb->workspace)) {
         a3s_fail(err, A3S_ERR_INVALID,
                  "the workspace %s contains the temporary directory %s or the sandbox's state "
                  "directory in %s: choose a workspace below them, or set TMPDIR elsewhere",

@@ -60,7 +60,7 @@ const char *a3s_stale_root(const char *tmp)
     return tmp;
 }
 
-int a3s_stale_state_open(const char *root, bool create, a3s_error *err)
+static int state_open_at(const char *root, bool create, a3s_error *err)
 {
     char path[PATH_MAX];
     if (!root || root[0] != '/')
@@ -112,6 +112,43 @@ int a3s_stale_state_open(const char *root, bool create, a3s_error *err)
         return a3s_fail(err, A3S_ERR_SETUP, "refusing state directory %s: %s", path, why);
     }
     return fd;
+}
+
+/* Another user can take /tmp/a3s-sandbox-state-<uid> first (any user may create names
+ * in /tmp, and the sticky bit keeps ours from removing theirs): that must not stop every
+ * run of ours for good. Then the state lives in our runtime directory, /run/user/<uid>
+ * (ours alone, never a workspace: a3s_stale_fallback_root); all our runs agree on it,
+ * since the squatted name cannot turn into ours later. */
+const char *a3s_stale_fallback_root(void)
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/run/user/%lu", (unsigned long)geteuid());
+    return dir;
+}
+
+static int state_open_fallback(bool create, a3s_error *err)
+{
+    const char *dir = a3s_stale_fallback_root();
+    struct stat st;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)))
+        return -1;
+    return state_open_at(dir, create, err);
+}
+
+int a3s_stale_state_open(const char *root, bool create, a3s_error *err)
+{
+    a3s_error first = {0};
+    int fd = state_open_at(root, create, &first);
+    if (fd != -1)
+        return fd; /* the directory, or -2 (absent, !create) */
+    a3s_error again = {0};
+    int alt = state_open_fallback(create, &again);
+    if (alt >= 0 || alt == -2)
+        return alt;
+    if (err)
+        *err = first;
+    return -1;
 }
 
 /* ---------------------------------------------------------------- helpers */

@@ -21,9 +21,15 @@ const char *a3s_stale_root(const char *tmp);
 
 /* Open <root>/a3s-sandbox-state-<euid>, creating it (0700) when create. Refuses
  * (A3S_ERR_SETUP) a symbolic link, a non-directory, a directory owned by another user or
- * writable by group or others. Returns the directory fd (O_CLOEXEC); -2 when !create and
- * it does not exist (err untouched); -1 on failure with err filled. */
+ * writable by group or others; then the same under a3s_stale_fallback_root() is tried.
+ * Returns the directory fd (O_CLOEXEC); -2 when !create and it does not exist (err
+ * untouched); -1 on failure with err filled (the first refusal). */
 int a3s_stale_state_open(const char *root, bool create, a3s_error *err);
+
+/* Where the state directory goes when the usual one is refused (another user created
+ * it first): the caller's runtime directory, /run/user/<euid>, when it exists and is
+ * the caller's alone. */
+const char *a3s_stale_fallback_root(void);
 
 /* OFD-lock [start, start+len) (len 0: to the end) of fd with type F_RDLCK, F_WRLCK or
  * F_UNLCK. When wait, a conflicting lock is waited for, but at most about 10 s (a holder

@@ -1080,6 +1080,41 @@ static void test_stale_scratch(void)
     ok(lstat(own, &st) < 0 && errno == ENOENT, "an old one is removed");
 }
 
+/* A state directory another user made first (here: a symbolic link in its place) sends
+ * the state to the runtime directory /run/user/<euid>, when that is ours alone. */
+static void test_squatted_state_dir(void)
+{
+    char r[PATH_MAX], squat[PATH_MAX], alt[PATH_MAX];
+    fmt_path(r, "%s/squat-root", root);
+    fmt_path(squat, "%s/a3s-sandbox-state-%lu", r, (unsigned long)geteuid());
+    const char *run = a3s_stale_fallback_root();
+    fmt_path(alt, "%s/a3s-sandbox-state-%lu", run, (unsigned long)geteuid());
+    bool made_run = false;
+    struct stat st;
+    if (stat(run, &st) < 0) {
+        (void)mkdir("/run/user", 0755); /* root only; others simply cannot */
+        made_run = mkdir(run, 0700) == 0;
+    }
+    a3s_error err = {0};
+    ok(mkdir(r, 0755) == 0 && symlink("/", squat) == 0, "a squatted state dir name");
+    int fd = a3s_stale_state_open(r, true, &err);
+    bool have_run = stat(run, &st) == 0 && st.st_uid == geteuid();
+    struct stat a, b;
+    if (have_run)
+        ok(fd >= 0 && fstat(fd, &a) == 0 && stat(alt, &b) == 0 && a.st_ino == b.st_ino,
+           "the state goes to %s instead (%s)", alt, err.msg);
+    else
+        ok(fd < 0 && strstr(err.msg, "refusing state directory"),
+           "without a runtime directory the refusal stands: %s", err.msg);
+    if (fd >= 0)
+        close(fd);
+    rmdir(alt);
+    if (made_run)
+        rmdir(run);
+    unlink(squat);
+    rmdir(r);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/a3s-test-pin-XXXXXX";
@@ -1112,6 +1147,7 @@ int main(void)
     test_state_dir_hardening();
     test_default_root();
     test_stale_scratch();
+    test_squatted_state_dir();
 
     ok(count_fds() == fds, "no file descriptor leaked (%d before, %d after)", fds, count_fds());
     nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
