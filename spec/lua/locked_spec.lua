@@ -401,10 +401,18 @@ end
 
 -- ------------------------------------------------------------------ instruction budget
 
+-- Time checks hold on a loaded machine: the bound is the 5 s limit + 5x a reference
+-- evaluation measured just before (it slows down with the machine) + 2 s of slack. What
+-- they guard against (a loop nothing stops, hours of C work) runs far longer.
+local function time_bound(ref_ms) return TIME_LIMIT_MS + 5 * ref_ms + 2000 end
+
 function TestLocked:test_budget_infinite_loop()
+  local t0 = now_ms()
+  assert(sandbox.new { workspace = self.ws }):close() -- the reference: the baseline policy
+  local bound = time_bound(now_ms() - t0)
   local _, ms = self:refuse("local n = 0\nwhile true do n = n + 1 end",
     { "instruction budget exceeded (50000000 instructions)" }, { line = 2 })
-  lu.assertTrue(ms < TIME_LIMIT_MS + 2000, "took " .. ms .. " ms")
+  lu.assertTrue(ms < bound, ("took %d ms (bound %d ms)"):format(ms, bound))
 end
 
 function TestLocked:test_budget_pcall_cannot_swallow_it()
@@ -426,18 +434,20 @@ end
 -- Long single C calls: the hook only runs between VM instructions. A plain find (or a
 -- pattern without specials) is O(len(s) * len(p)); the pattern guard counts quantifiers,
 -- not the pattern's length. The evaluation must still end within the 5 s wall clock (with
--- 2 s of slack), refused with a clear message or harmlessly accepted.
+-- the time checks' slack), refused with a clear message or harmlessly accepted.
 function TestLocked:long_c_call(call)
-  write_file(self.policy, ('local s = string.rep("a", 1 << 22)\n'
-    .. 'local p = string.rep("a", 1 << 21) .. "b"\n'
-    .. "local r = %s\n"):format(call) .. TAIL)
-  local res = self:eval_in_child(10)
+  local setup = 'local s = string.rep("a", 1 << 22)\nlocal p = string.rep("a", 1 << 21) .. "b"\n'
+  -- The reference: the same child and setup without the long call.
+  write_file(self.policy, setup .. "local r = #s + #p\n" .. TAIL)
+  local bound = time_bound(self:eval_in_child(60).ms)
+  write_file(self.policy, setup .. ("local r = %s\n"):format(call) .. TAIL)
+  local res = self:eval_in_child(bound // 1000 + 20) -- killed: far past the bound
   note_time(call, res.ms)
   lu.assertFalse(res.killed, ("NOT BOUNDED: evaluating `%s` (4 MiB subject, 2 MiB pattern) still ran"
     .. " after %d ms and was killed; the %d ms wall-clock limit does not cover one long C call")
     :format(call, res.ms, TIME_LIMIT_MS))
-  lu.assertTrue(res.ms < TIME_LIMIT_MS + 2000, ("NOT BOUNDED: `%s` took %d ms (limit %d ms): %s")
-    :format(call, res.ms, TIME_LIMIT_MS, res.out))
+  lu.assertTrue(res.ms < bound, ("NOT BOUNDED: `%s` took %d ms (limit %d ms, bound %d ms): %s")
+    :format(call, res.ms, TIME_LIMIT_MS, bound, res.out))
   if not res.accepted then
     lu.assertIsString(res.err, res.out)
     lu.assertStrContains(res.err, "policy " .. self.policy .. ": ")
