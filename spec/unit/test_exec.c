@@ -190,8 +190,8 @@ int main(void)
     t0 = a3s_now_ms();
     sh(&r, "exec 1>&- 2>&-; sleep 0.30; touch closed-leak; sleep 20", 50, NULL);
     took = a3s_now_ms() - t0;
-    ok(r.o.timed_out && took < bound, "deadline covers wait after streams close (%llu ms < %llu ms)",
-       took, bound);
+    ok(r.o.timed_out && took < bound,
+       "deadline covers wait after streams close (%llu ms < %llu ms)", took, bound);
     run_free(&r);
     sleep_ms(400);
     ok(!exists_in_dir("closed-leak"), "no leak after closed streams");

@@ -2250,8 +2250,7 @@ int main(void)
     pid_t w = waitpid(main_med.pid, &st, 0);
     unsigned long long dt = a3s_now_ms() - t0;
     ok(w == main_med.pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 && dt < STOP_BOUND_MS,
-       "stop: serve returns 0 promptly once stop_fd hangs up (%llu ms < %d ms)", dt,
-       STOP_BOUND_MS);
+       "stop: serve returns 0 promptly once stop_fd hangs up (%llu ms < %d ms)", dt, STOP_BOUND_MS);
     main_med.pid = -1;
 
     test_denials();
