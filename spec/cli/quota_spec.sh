@@ -47,12 +47,13 @@ rm -f "$ws/big"
 
 if [ "$can_pids" = True ] && [ "$can_mem" = True ]; then
   # Fork bomb under a process limit: the run ends, the host stays responsive. The bound
-  # holds on a loaded machine: the 10 s deadline + 5x a plain run with the same policy,
-  # measured just before (it slows down with the machine) + 5 s; a tree that no kill
-  # ends would keep forking until ctest's timeout.
+  # holds on a loaded machine: the 10 s deadline (the bomb can starve the command's own
+  # `sleep` of a pid until then) + 5x a plain run with the same policy, measured just
+  # before (it slows down with the machine) + 10 s (killing the bombing tree took 2 s
+  # under load); a tree that no kill ends would keep forking until ctest's timeout.
   start=$(date +%s%N)
   "$A3S" -p "$pol/procs.lua" -w "$ws" -c true >/dev/null 2>&1 </dev/null
-  bound=$((10000 + 5 * ($(date +%s%N) - start) / 1000000 + 5000))
+  bound=$((10000 + 5 * ($(date +%s%N) - start) / 1000000 + 10000))
   start=$(date +%s%N)
   run_cli -p "$pol/procs.lua" -w "$ws" --json -t 10 -c 'bomb() { bomb | bomb & }; bomb; sleep 2; echo bomb-done'
   remember_id
