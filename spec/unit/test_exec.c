@@ -196,9 +196,10 @@ int main(void)
     sleep_ms(400);
     ok(!exists_in_dir("closed-leak"), "no leak after closed streams");
 
-    /* A normal exit leaves no detached descendant of the group behind. */
+    /* A normal exit leaves no detached descendant of the group behind. The root waits for
+     * the descendant to start (a fixed sleep could end first on a loaded machine). */
     sh(&r, "(touch descendant-started; exec 1>&- 2>&-; sleep 0.80; touch normal-exit-leak) & "
-           "sleep 0.1; exit 0", 5000, NULL);
+           "until [ -e descendant-started ]; do sleep 0.01; done; exit 0", 5000, NULL);
     ok(WIFEXITED(r.o.wait_status) && WEXITSTATUS(r.o.wait_status) == 0 && !r.o.timed_out,
        "root exits 0");
     run_free(&r);
