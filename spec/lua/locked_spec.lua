@@ -133,10 +133,18 @@ function TestLocked:refuse(body, needles, opts)
   local text = self:fill(body) .. (opts.no_tail and "" or TAIL)
   write_file(self.policy, text)
   local before = listing(self.dir)
-  local t0 = now_ms()
-  local sb, err = sandbox.new { workspace = self.ws, policy = self.policy }
-  local ms = now_ms() - t0
-  note_time((body:match "[^\n]*"), ms)
+  -- On a loaded machine the 5 s wall clock can end an evaluation before the limit a case
+  -- is about (instruction budget, memory cap): that outcome says nothing about the case,
+  -- so it is tried again (twice). A limit that does not work ends every attempt this way.
+  local about_time = table.concat(needles, "\n"):find("time limit", 1, true)
+  local sb, err, ms
+  for attempt = 1, 3 do
+    local t0 = now_ms()
+    sb, err = sandbox.new { workspace = self.ws, policy = self.policy }
+    ms = now_ms() - t0
+    note_time((body:match "[^\n]*") .. (attempt > 1 and ", attempt " .. attempt or ""), ms)
+    if sb or about_time or not tostring(err):find("time limit exceeded", 1, true) then break end
+  end
   if sb then
     local r = sb:exec "printf ok"
     sb:close()

@@ -189,6 +189,17 @@ static void expect_fail(const char *what, const char *text, const char *needle)
 {
     a3s_error err = {0};
     a3s_plan *p = eval_text("case.lua", text, &err);
+    /* On a loaded machine the 5 s wall clock can end an evaluation before the limit a
+     * case is about (instruction budget, memory cap): that outcome says nothing about the
+     * case, so it is tried again (twice). A limit that does not work ends every attempt
+     * this way. */
+    for (int attempt = 2; attempt <= 3 && !p && !strstr(needle, "time limit") &&
+                          strstr(err.msg, "time limit exceeded");
+         attempt++) {
+        printf("# %s: ended by the time limit, attempt %d\n", what, attempt);
+        memset(&err, 0, sizeof err);
+        p = eval_text("case.lua", text, &err);
+    }
     bool good = !p && err.code == A3S_ERR_POLICY && strstr(err.msg, needle) &&
                 strncmp(err.msg, "policy ", 7) == 0 && strstr(err.msg, "case.lua");
     ok(good, "refused: %s", what);
