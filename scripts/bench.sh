@@ -12,7 +12,7 @@ ws=$(mktemp -d /tmp/a3s-bench-XXXXXX)
 trap 'rm -rf "$ws"' EXIT
 
 python3 - "$cli" "$bwrap" "$ws" "$rounds" <<'PY'
-import os, statistics, subprocess, sys, time
+import os, shutil, statistics, subprocess, sys, time
 
 cli, bwrap, ws, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 bare = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
@@ -174,4 +174,143 @@ for _ in range(max(5, rounds // 4)):
     lat.append(dt - 0.2)  # an upper bound: it still includes the CLI's startup
 print(f"deadline -> CLI return      {statistics.median(lat)*1000:7.1f} ms median, "
       f"{max(lat)*1000:.1f} ms max (target <= 100)")
+
+# Process-tree teardown: the figures that the specs' timing checks bound (deadline_spec,
+# test_exec, module_spec, quota_spec; they allow what is asked + 5x a plain run + 2 s).
+# A tree of 100 sleepers, alternating with a plain run of the CLI (`-- true`).
+import signal
+empty = os.path.join(ws, "empty")
+tree = "for i in $(seq 100); do sleep 60 & done; "
+def timed_run(argv):
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    return time.perf_counter() - t0, r.returncode, r.stdout, time.time_ns()
+n = max(5, rounds // 4)
+plain, dl, kill = [], [], []
+for _ in range(n):
+    plain.append(timed_run([cli, "-w", empty, "--json", "--", "true"])[0])
+    dt, rc, out, _ = timed_run([cli, "-w", empty, "--json", "-t", "0.5", "-c", tree + "wait"])
+    assert rc == 124, rc
+    dl.append(dt - 0.5)
+    kill.append(json.loads(out)["duration_ms"] / 1000 - 0.5)
+print(f"tree: deadline -> CLI return {statistics.median(dl)*1000:7.1f} ms median, "
+      f"{max(dl)*1000:.1f} ms max (100 processes, -t 0.5; startup included: a plain run "
+      f"takes {statistics.median(plain)*1000:.1f} ms)")
+print(f"tree: deadline -> killed     {statistics.median(kill)*1000:7.1f} ms median, "
+      f"{max(kill)*1000:.1f} ms max (supervisor: duration_ms - deadline; reaped, pipes drained)")
+
+# Normal exit: the CLI ends the tree when the command exits. From the command's last
+# clock read (`date`, then it exits) to the CLI's return, with 100 live jobs left behind
+# and with none.
+def exit_latency(cmd):
+    _, rc, out, t_ret = timed_run([cli, "-w", empty, "-c", cmd + "date +%s%N"])
+    assert rc == 0, rc
+    return (t_ret - int(out.split()[-1])) / 1e9
+live, none = [], []
+for _ in range(n):
+    live.append(exit_latency(tree))
+    none.append(exit_latency(""))
+print(f"tree: exit -> CLI return     {statistics.median(live)*1000:7.1f} ms median, "
+      f"{max(live)*1000:.1f} ms max (100 live jobs left; {statistics.median(none)*1000:.1f} ms "
+      f"with none)")
+
+# A signal to the CLI kills the tree (the library's cancel fd), next to SIGKILL to bare
+# bwrap (its pid namespace goes): from the signal to the output pipe's EOF and the exit.
+def kill_latency(argv, sig):
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    assert p.stdout.readline() == b"ready\n"
+    t0 = time.perf_counter()
+    p.send_signal(sig)
+    p.stdout.read()
+    os.wait4(p.pid, 0)
+    return time.perf_counter() - t0
+ready = tree + "echo ready; wait"
+sig_cli, sig_bare = [], []
+for _ in range(n):
+    sig_cli.append(kill_latency([cli, "-w", empty, "-c", ready], signal.SIGTERM))
+    sig_bare.append(kill_latency(bare + ["sh", "-c", ready], signal.SIGKILL))
+print(f"tree: SIGTERM -> CLI return  {statistics.median(sig_cli)*1000:7.1f} ms median, "
+      f"{max(sig_cli)*1000:.1f} ms max (100 processes)")
+print(f"tree: SIGKILL -> bare bwrap  {statistics.median(sig_bare)*1000:7.1f} ms median "
+      f"(ratio cli/bare {statistics.median(sig_cli)/statistics.median(sig_bare):.2f} x)")
+
+# An observer that raises (Lua on_output) kills the tree: from the raise to sb:exec's
+# return, timed inside lua5.4 with `date` (the cost of one clock read subtracted).
+so_dir = os.path.dirname(cli)
+lua = shutil.which("lua5.4")
+if lua and os.path.exists(os.path.join(so_dir, "a3s_sandbox.so")):
+    env = dict(os.environ, LUA_CPATH=os.path.join(so_dir, "?.so") + ";;")
+    script = r"""
+local function now()
+  local p = io.popen("date +%s%N")
+  local t = p:read("n")
+  p:close()
+  return t
+end
+local sb = assert(require("a3s_sandbox").new { workspace = arg[1] })
+for _ = 1, tonumber(arg[2]) do
+  local t0 = now()
+  local read = now() - t0
+  local raised
+  assert(not pcall(sb.exec, sb, arg[3] .. "printf first; wait",
+                   { on_output = function() raised = now() error("stop") end }))
+  print((now() - raised - read) / 1e9)
+end
+sb:close()
+"""
+    out = subprocess.run([lua, "-", empty, str(n), tree], input=script, capture_output=True,
+                         text=True, env=env, check=True).stdout
+    ab = [float(x) for x in out.split()]
+    print(f"tree: observer abort -> ret  {statistics.median(ab)*1000:7.1f} ms median, "
+          f"{max(ab)*1000:.1f} ms max (100 processes; Lua on_output raises -> sb:exec returns)")
+else:
+    print("tree: observer abort -> ret  skipped (no lua5.4, or no a3s_sandbox.so next to the CLI)")
+
+# Fork bomb under a process quota (cgroups: root callers): the command sleeps 2 s and
+# exits (or, when the bomb starves it of a pid for its `sleep`, the 10 s deadline ends
+# it), the bombing tree is killed; the figure is the time past that end, with a plain
+# run with the same policy subtracted.
+caps = json.loads(subprocess.run([cli, "capabilities", "-w", empty], capture_output=True,
+                                 text=True).stdout or "{}")
+if caps.get("quotas", {}).get("processes", {}).get("enforceable"):
+    pol = os.path.join(ws, "procs.lua")
+    with open(pol, "w") as f:
+        f.write('local plan = a3s.extend("baseline", "procs")\n'
+                'plan:limits{ processes = 24 }\nreturn plan\n')
+    bomb, base, starved = [], [], 0
+    for _ in range(3):
+        base.append(run([cli, "-p", pol, "-w", empty, "--", "true"])[0])
+        dt, _, out, _ = timed_run([cli, "-p", pol, "-w", empty, "--json", "-t", "10", "-c",
+                                   "bomb() { bomb | bomb & }; bomb; sleep 2"])
+        timed = json.loads(out)["timed_out"]
+        starved += timed
+        bomb.append(dt - (10 if timed else 2))
+    t_base = statistics.median(base)
+    print(f"fork bomb (processes = 24)   {(statistics.median(bomb) - t_base)*1000:7.1f} ms median "
+          f"past the command's end, {(max(bomb) - t_base)*1000:.1f} ms max (a plain run with "
+          f"the policy subtracted; {starved} of 3 ended by the deadline)")
+else:
+    print("fork bomb (processes = 24)   skipped (no enforceable process quota for this caller)")
+
+# The policy runtime's limits (test_policy, locked_spec): a runaway loop ends at the
+# instruction budget, few costly C calls at the 5 s wall clock. `check` of a trivial
+# policy is subtracted.
+def check_time(body, accepted):
+    path = os.path.join(ws, "limit.lua")
+    with open(path, "w") as f:
+        f.write(body + '\nreturn a3s.extend("baseline", "x")\n')
+    t0 = time.perf_counter()
+    r = subprocess.run([cli, "check", path, "-w", empty], capture_output=True, text=True)
+    assert (r.returncode == 0) == accepted, r.stderr
+    return time.perf_counter() - t0
+t_check = statistics.median(check_time("", True) for _ in range(5))
+t_budget = statistics.median(check_time("while true do end", False) for _ in range(3))
+t_limit = [check_time("local s = string.rep('x', 1 << 24)\nwhile true do pcall(function() "
+                      "while true do local t = s:upper() end end) end", False) - t_check - 5
+           for _ in range(max(2, rounds // 20))]
+print(f"policy: runaway loop refused {(t_budget - t_check)*1000:7.1f} ms (instruction budget; "
+      f"`check` of a trivial policy, {t_check*1000:.1f} ms, subtracted)")
+print(f"policy: costly C loop ended  {statistics.median(t_limit)*1000:7.1f} ms median past the 5 s "
+      f"time limit, {max(t_limit)*1000:.1f} ms max")
 PY

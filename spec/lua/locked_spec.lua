@@ -26,8 +26,8 @@
 -- policy that catches its own failed escape attempts with pcall still works.
 --
 -- Timing: each evaluation is timed; cases over 2 s are listed at the end. The long-C-call
--- cases run the evaluation in a child process killed after 10 s, so a runaway call
--- cannot hang the spec.
+-- cases run the evaluation in a child process killed 20 s past their time bound, so a
+-- runaway call cannot hang the spec.
 --
 -- Run: LUA_CPATH="build/?.so;;" LUA_PATH="spec/lua/?.lua;;" lua5.4 spec/lua/locked_spec.lua -v
 -- Exits 77 (skip) when the sandbox boundary is unavailable, unless A3S_MUST_WORK=1.
@@ -133,10 +133,18 @@ function TestLocked:refuse(body, needles, opts)
   local text = self:fill(body) .. (opts.no_tail and "" or TAIL)
   write_file(self.policy, text)
   local before = listing(self.dir)
-  local t0 = now_ms()
-  local sb, err = sandbox.new { workspace = self.ws, policy = self.policy }
-  local ms = now_ms() - t0
-  note_time((body:match "[^\n]*"), ms)
+  -- On a loaded machine the 5 s wall clock can end an evaluation before the limit a case
+  -- is about (instruction budget, memory cap): that outcome says nothing about the case,
+  -- so it is tried again (twice). A limit that does not work ends every attempt this way.
+  local about_time = table.concat(needles, "\n"):find("time limit", 1, true)
+  local sb, err, ms
+  for attempt = 1, 3 do
+    local t0 = now_ms()
+    sb, err = sandbox.new { workspace = self.ws, policy = self.policy }
+    ms = now_ms() - t0
+    note_time((body:match "[^\n]*") .. (attempt > 1 and ", attempt " .. attempt or ""), ms)
+    if sb or about_time or not tostring(err):find("time limit exceeded", 1, true) then break end
+  end
   if sb then
     local r = sb:exec "printf ok"
     sb:close()
@@ -401,10 +409,18 @@ end
 
 -- ------------------------------------------------------------------ instruction budget
 
+-- Time checks hold on a loaded machine: the bound is the 5 s limit + 5x a reference
+-- evaluation measured just before (it slows down with the machine) + 3 s of slack. What
+-- they guard against (a loop nothing stops, hours of C work) runs far longer.
+local function time_bound(ref_ms) return TIME_LIMIT_MS + 5 * ref_ms + 3000 end
+
 function TestLocked:test_budget_infinite_loop()
+  local t0 = now_ms()
+  assert(sandbox.new { workspace = self.ws }):close() -- the reference: the baseline policy
+  local bound = time_bound(now_ms() - t0)
   local _, ms = self:refuse("local n = 0\nwhile true do n = n + 1 end",
     { "instruction budget exceeded (50000000 instructions)" }, { line = 2 })
-  lu.assertTrue(ms < TIME_LIMIT_MS + 2000, "took " .. ms .. " ms")
+  lu.assertTrue(ms < bound, ("took %d ms (bound %d ms)"):format(ms, bound))
 end
 
 function TestLocked:test_budget_pcall_cannot_swallow_it()
@@ -426,18 +442,20 @@ end
 -- Long single C calls: the hook only runs between VM instructions. A plain find (or a
 -- pattern without specials) is O(len(s) * len(p)); the pattern guard counts quantifiers,
 -- not the pattern's length. The evaluation must still end within the 5 s wall clock (with
--- 2 s of slack), refused with a clear message or harmlessly accepted.
+-- the time checks' slack), refused with a clear message or harmlessly accepted.
 function TestLocked:long_c_call(call)
-  write_file(self.policy, ('local s = string.rep("a", 1 << 22)\n'
-    .. 'local p = string.rep("a", 1 << 21) .. "b"\n'
-    .. "local r = %s\n"):format(call) .. TAIL)
-  local res = self:eval_in_child(10)
+  local setup = 'local s = string.rep("a", 1 << 22)\nlocal p = string.rep("a", 1 << 21) .. "b"\n'
+  -- The reference: the same child and setup without the long call.
+  write_file(self.policy, setup .. "local r = #s + #p\n" .. TAIL)
+  local bound = time_bound(self:eval_in_child(60).ms)
+  write_file(self.policy, setup .. ("local r = %s\n"):format(call) .. TAIL)
+  local res = self:eval_in_child(bound // 1000 + 20) -- killed: far past the bound
   note_time(call, res.ms)
   lu.assertFalse(res.killed, ("NOT BOUNDED: evaluating `%s` (4 MiB subject, 2 MiB pattern) still ran"
     .. " after %d ms and was killed; the %d ms wall-clock limit does not cover one long C call")
     :format(call, res.ms, TIME_LIMIT_MS))
-  lu.assertTrue(res.ms < TIME_LIMIT_MS + 2000, ("NOT BOUNDED: `%s` took %d ms (limit %d ms): %s")
-    :format(call, res.ms, TIME_LIMIT_MS, res.out))
+  lu.assertTrue(res.ms < bound, ("NOT BOUNDED: `%s` took %d ms (limit %d ms, bound %d ms): %s")
+    :format(call, res.ms, TIME_LIMIT_MS, bound, res.out))
   if not res.accepted then
     lu.assertIsString(res.err, res.out)
     lu.assertStrContains(res.err, "policy " .. self.policy .. ": ")

@@ -508,7 +508,7 @@ static void test_pids(const a3s_cgroup_caps *caps)
        a3s_now_ms() - t0);
     ok(!exists(path), "pids=8: the cgroup directory is gone");
     int killed;
-    int reaped = reap_orphans(made, 2000, &killed);
+    int reaped = reap_orphans(made, 20000, &killed); /* returns once all are reaped */
     ok(reaped == made && killed == made, "pids=8: destroy SIGKILLed all %d children (%d/%d)", made,
        killed, reaped);
 }
@@ -596,8 +596,8 @@ static double busy_child(const a3s_cgroup *cg, int wall_ms)
     }
     int st;
     struct rusage ru;
-    if (wait4(c, &st, 0, &ru) != c || !WIFEXITED(st))
-        return -1;
+    if (wait4(c, &st, 0, &ru) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1; /* e.g. the child could not join (exit 100) */
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec / 1e6;
 }
@@ -629,7 +629,9 @@ static void test_cpu(const a3s_cgroup_caps *caps)
     printf("# cpu: unlimited busy loop, 0.5 s wall: %.3f s CPU\n", base);
     double used = busy_child(cg, 1000);
     printf("# cpu 200 millicores: busy loop, 1 s wall: %.3f s CPU\n", used);
-    ok(used > 0.05 && used < 0.6, "cpu 200m: 1 s of busy loop got %.3f s CPU (< 0.6)", used);
+    /* Only an upper bound: load can only lower the CPU time. A child that did not run
+     * its loop in the cgroup is -1. */
+    ok(used >= 0 && used < 0.6, "cpu 200m: 1 s of busy loop got %.3f s CPU (< 0.6)", used);
     ok(a3s_cgroup_destroy(cg) == 0, "cpu: destroyed");
     ok(!exists(path), "cpu: the cgroup directory is gone");
 }

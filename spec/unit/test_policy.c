@@ -189,6 +189,17 @@ static void expect_fail(const char *what, const char *text, const char *needle)
 {
     a3s_error err = {0};
     a3s_plan *p = eval_text("case.lua", text, &err);
+    /* On a loaded machine the 5 s wall clock can end an evaluation before the limit a
+     * case is about (instruction budget, memory cap): that outcome says nothing about the
+     * case, so it is tried again (twice). A limit that does not work ends every attempt
+     * this way. */
+    for (int attempt = 2; attempt <= 3 && !p && !strstr(needle, "time limit") &&
+                          strstr(err.msg, "time limit exceeded");
+         attempt++) {
+        printf("# %s: ended by the time limit, attempt %d\n", what, attempt);
+        memset(&err, 0, sizeof err);
+        p = eval_text("case.lua", text, &err);
+    }
     bool good = !p && err.code == A3S_ERR_POLICY && strstr(err.msg, needle) &&
                 strncmp(err.msg, "policy ", 7) == 0 && strstr(err.msg, "case.lua");
     ok(good, "refused: %s", what);
@@ -637,14 +648,25 @@ static void test_budgets(void)
                 "function() while true do end end) end",
                 "instruction budget exceeded");
     /* Few instructions, each a 16 MiB copy: the instruction budget alone would allow
-     * hours; the wall-clock limit ends it. */
+     * hours; the wall-clock limit (5 s) ends it. It may overrun by one hook step (100
+     * instructions): the bound is 5 s + 5x such a step measured just before (it slows
+     * down with the machine) + 2 s, never an absolute figure that a loaded machine could
+     * miss, and far below the hours it would run without the limit. */
     unsigned long long t0 = a3s_now_ms();
+    a3s_error step_err = {0};
+    a3s_plan_free(eval_text("step.lua",
+                            "local s = string.rep('x', 1 << 24)\n"
+                            "for i = 1, 25 do local t = s:upper() end\n"
+                            "return a3s.plan('x')",
+                            &step_err));
+    unsigned long long bound = 5000 + 5 * (a3s_now_ms() - t0) + 2000;
+    t0 = a3s_now_ms();
     expect_fail("loop of costly C operations (time limit)",
                 "local s = string.rep('x', 1 << 24)\n"
                 "while true do pcall(function() while true do local t = s:upper() end end) end",
                 "case.lua:2: time limit exceeded");
     unsigned long long dt = a3s_now_ms() - t0;
-    ok(dt < 15000, "time limit stopped it after %llu ms", dt);
+    ok(dt < bound, "time limit stopped it after %llu ms (< %llu ms)", dt, bound);
     expect_fail("memory hog (string doubling)", "local s = 'x' while true do s = s .. s end",
                 "memory limit exceeded");
     expect_fail("memory hog (table growth)",
