@@ -41,36 +41,13 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "pinrec.h"
 #include "stale.h"
 #include "wsattrs.h"
 
-#define REC_MAGIC "a3s-pins 1"
-#define REC_MAX (64 * 1024)
 #define LOCK_TRIES 64
 #define MUTEX_BYTE 0
 #define HOLDER_BYTE 1
-#define KEY_MAX 64
-#define FILE_MAX (KEY_MAX + 16)
-
-struct rec_pin {
-    char *name;
-    /* Pending (created by an acquire that has not finished): the placeholder is made
-     * under this unique temporary name, then renamed to name. Recorded before anything
-     * is created, so that a creator killed at any point leaves a record that the next
-     * acquire or sweep acts on. dev/ino are 0 until the temporary is made. */
-    char *tmp;
-    bool dir;
-    dev_t dev;
-    ino_t ino;
-    struct timespec ctim;
-};
-
-struct record {
-    char *ws_path; /* the workspace path when last written (for the sweep) */
-    struct rec_pin *v;
-    size_t n, cap;
-    bool dirty; /* differs from the file */
-};
 
 struct a3s_pins {
     int wsfd;    /* the workspace, O_DIRECTORY|O_NOFOLLOW */
@@ -81,20 +58,9 @@ struct a3s_pins {
     a3s_strv paths; /* absolute paths */
 };
 
-static bool name_ok(const char *name)
-{
-    return name && name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 &&
-           strcmp(name, "..") != 0;
-}
-
 static void ws_key(char *key, dev_t dev, ino_t ino)
 {
     snprintf(key, KEY_MAX, "ws-%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
-}
-
-static void key_file(char *out, const char *key, const char *suffix)
-{
-    snprintf(out, FILE_MAX, "%s%s", key, suffix);
 }
 
 /* ---------------------------------------------------------------- locks */
@@ -130,7 +96,7 @@ static void unlink_if_same(int dfd, const char *name, int fd)
 static int lock_open(int statefd, const char *key, short type, bool wait, a3s_error *err)
 {
     char name[FILE_MAX];
-    key_file(name, key, ".lock");
+    a3s_pinrec_key_file(name, key, ".lock");
     bool create = type == F_WRLCK;
     for (int tries = 0; tries < LOCK_TRIES; tries++) {
         int fd = openat(statefd, name,
@@ -165,304 +131,11 @@ static int lock_open(int statefd, const char *key, short type, bool wait, a3s_er
     return a3s_fail(err, A3S_ERR_SETUP, "pin lock %s keeps being replaced", name);
 }
 
-/* ---------------------------------------------------------------- record */
-
-static void rec_pin_free(struct rec_pin *e)
-{
-    free(e->name);
-    free(e->tmp);
-    e->name = e->tmp = NULL;
-}
-
-static void record_free(struct record *rec)
-{
-    for (size_t i = 0; i < rec->n; i++)
-        rec_pin_free(&rec->v[i]);
-    free(rec->v);
-    free(rec->ws_path);
-    memset(rec, 0, sizeof *rec);
-}
-
-static struct rec_pin *rec_find(struct record *rec, const char *name)
-{
-    for (size_t i = 0; i < rec->n; i++)
-        if (!rec->v[i].tmp && strcmp(rec->v[i].name, name) == 0)
-            return &rec->v[i];
-    return NULL;
-}
-
-/* Append e (taking its name). */
-static int rec_add(struct record *rec, const struct rec_pin *e)
-{
-    if (rec->n == rec->cap) {
-        size_t cap = rec->cap ? rec->cap * 2 : 8;
-        struct rec_pin *v = realloc(rec->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        rec->v = v;
-        rec->cap = cap;
-    }
-    rec->v[rec->n++] = *e;
-    rec->dirty = true;
-    return 0;
-}
-
-/* Names and paths are bytes: hex keeps the line format trivial for any of them. */
-static int hex_put(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (fprintf(f, "%02x", *p) < 0)
-            return -1;
-    return 0;
-}
-
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* Decode a hex token into a new string; NULL when malformed or empty. */
-static char *hex_get(const char *h)
-{
-    size_t n = strlen(h);
-    if (n == 0 || n % 2)
-        return NULL;
-    char *s = malloc(n / 2 + 1);
-    if (!s)
-        return NULL;
-    for (size_t i = 0; i < n / 2; i++) {
-        int a = hex_val(h[2 * i]), b = hex_val(h[2 * i + 1]);
-        if (a < 0 || b < 0 || (a == 0 && b == 0)) {
-            free(s);
-            return NULL;
-        }
-        s[i] = (char)(a * 16 + b);
-    }
-    s[n / 2] = '\0';
-    return s;
-}
-
-static bool parse_u64(const char *s, unsigned long long *out)
-{
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    char *end;
-    errno = 0;
-    *out = strtoull(s, &end, 10);
-    return errno == 0 && *end == '\0';
-}
-
-static bool tmp_name_ok(const char *name);
-
-/* A pending entry: "P d|f DEV INO HEXTMP HEXNAME". */
-static bool parse_pending(char *line, struct rec_pin *e)
-{
-    char *f[6], *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (n == 6)
-            return false;
-        f[n++] = t;
-    }
-    unsigned long long dev, ino;
-    if (n != 6 || strcmp(f[0], "P") != 0 || (strcmp(f[1], "d") != 0 && strcmp(f[1], "f") != 0) ||
-        !parse_u64(f[2], &dev) || !parse_u64(f[3], &ino))
-        return false;
-    char *tmp = hex_get(f[4]), *name = hex_get(f[5]);
-    if (!tmp || !name || !tmp_name_ok(tmp) || !name_ok(name)) {
-        free(tmp);
-        free(name);
-        return false;
-    }
-    memset(e, 0, sizeof *e);
-    e->name = name;
-    e->tmp = tmp;
-    e->dir = f[1][0] == 'd';
-    e->dev = (dev_t)dev;
-    e->ino = (ino_t)ino;
-    return true;
-}
-
-/* One "d|f DEV INO CSEC CNSEC HEXNAME" line. */
-static bool parse_pin(char *line, struct rec_pin *e)
-{
-    if (line[0] == 'P')
-        return parse_pending(line, e);
-    char *f[6], *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (n == 6)
-            return false;
-        f[n++] = t;
-    }
-    unsigned long long dev, ino, sec, nsec;
-    if (n != 6 || (strcmp(f[0], "d") != 0 && strcmp(f[0], "f") != 0) || !parse_u64(f[1], &dev) ||
-        !parse_u64(f[2], &ino) || !parse_u64(f[3], &sec) || !parse_u64(f[4], &nsec) ||
-        nsec >= 1000000000ULL)
-        return false;
-    char *name = hex_get(f[5]);
-    if (!name || !name_ok(name)) {
-        free(name);
-        return false;
-    }
-    memset(e, 0, sizeof *e);
-    e->name = name;
-    e->dir = f[0][0] == 'd';
-    e->dev = (dev_t)dev;
-    e->ino = (ino_t)ino;
-    e->ctim.tv_sec = (time_t)sec;
-    e->ctim.tv_nsec = (long)nsec;
-    return true;
-}
-
-static int parse_record(char *buf, struct record *rec)
-{
-    char *save = NULL;
-    char *line = strtok_r(buf, "\n", &save);
-    if (!line || strcmp(line, REC_MAGIC) != 0)
-        return -1;
-    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        if (strncmp(line, "ws ", 3) == 0) {
-            free(rec->ws_path);
-            if (!(rec->ws_path = hex_get(line + 3)) || rec->ws_path[0] != '/')
-                return -1;
-            continue;
-        }
-        struct rec_pin e;
-        if (!parse_pin(line, &e))
-            return -1;
-        if ((!e.tmp && rec_find(rec, e.name)) || rec_add(rec, &e) < 0) {
-            rec_pin_free(&e);
-            return -1;
-        }
-    }
-    rec->dirty = false;
-    return 0;
-}
-
-/* Read the record of key (an absent record is empty). A record that cannot be read or
- * parsed fails: forgetting it would leave its pins behind or, worse, treat a live
- * holder's pins as ordinary entries. */
-static int record_read(int statefd, const char *key, struct record *rec, a3s_error *err)
-{
-    char name[FILE_MAX];
-    key_file(name, key, ".pins");
-    memset(rec, 0, sizeof *rec);
-    int fd = openat(statefd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot open pin record %s", name);
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > REC_MAX) {
-        close(fd);
-        return a3s_fail(err, A3S_ERR_SETUP, "pin record %s is not a small regular file", name);
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        close(fd);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "pin record: out of memory");
-    }
-    size_t n = 0;
-    ssize_t r = 0;
-    while (n < (size_t)st.st_size && (r = a3s_read_retry(fd, buf + n, (size_t)st.st_size - n)) > 0)
-        n += (size_t)r;
-    int saved = errno;
-    close(fd);
-    if (r < 0) {
-        free(buf);
-        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot read pin record %s", name);
-    }
-    buf[n] = '\0';
-    int rc = memchr(buf, '\0', n) ? -1 : parse_record(buf, rec);
-    free(buf);
-    if (rc < 0) {
-        record_free(rec);
-        return a3s_fail(err, A3S_ERR_SETUP,
-                        "pin record %s is corrupt: remove it and the placeholders it lists", name);
-    }
-    return 0;
-}
-
-/* Replace the record atomically; an empty record is removed. */
-static int record_write(int statefd, const char *key, const struct record *rec, a3s_error *err)
-{
-    char name[FILE_MAX], tmp[FILE_MAX];
-    key_file(name, key, ".pins");
-    if (rec->n == 0) {
-        if (unlinkat(statefd, name, 0) < 0 && errno != ENOENT)
-            return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot remove pin record %s", name);
-        return 0;
-    }
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return a3s_fail(err, A3S_ERR_INTERNAL, "pin record: out of memory");
-    int bad = fprintf(f, REC_MAGIC "\nws ") < 0 ||
-              hex_put(f, rec->ws_path ? rec->ws_path : "/") < 0 || fputc('\n', f) == EOF;
-    for (size_t i = 0; i < rec->n && !bad; i++) {
-        const struct rec_pin *e = &rec->v[i];
-        if (e->tmp) {
-            bad = fprintf(f, "P %c %llu %llu ", e->dir ? 'd' : 'f', (unsigned long long)e->dev,
-                          (unsigned long long)e->ino) < 0 ||
-                  hex_put(f, e->tmp) < 0 || fputc(' ', f) == EOF || hex_put(f, e->name) < 0 ||
-                  fputc('\n', f) == EOF;
-            continue;
-        }
-        bad = fprintf(f, "%c %llu %llu %lld %ld ", e->dir ? 'd' : 'f', (unsigned long long)e->dev,
-                      (unsigned long long)e->ino, (long long)e->ctim.tv_sec, e->ctim.tv_nsec) < 0 ||
-              hex_put(f, e->name) < 0 || fputc('\n', f) == EOF;
-    }
-    if (fclose(f) != 0 || bad) {
-        free(text);
-        return a3s_fail(err, A3S_ERR_INTERNAL, "pin record: out of memory");
-    }
-    key_file(tmp, key, ".pins.tmp");
-    /* Only the mutex holder writes: one fixed temporary name per workspace suffices. */
-    int fd = openat(statefd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        int saved = errno;
-        free(text);
-        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot write pin record %s", name);
-    }
-    int rc = a3s_write_all(fd, text, len);
-    int saved = errno;
-    free(text);
-    if (close(fd) < 0 && rc == 0) {
-        rc = -1;
-        saved = errno;
-    }
-    if (rc == 0 && renameat(statefd, tmp, statefd, name) < 0) {
-        rc = -1;
-        saved = errno;
-    }
-    if (rc < 0) {
-        (void)unlinkat(statefd, tmp, 0);
-        return a3s_fail_errno(err, A3S_ERR_SETUP, saved, "cannot write pin record %s", name);
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- placeholders */
-
-#define TMP_PREFIX ".a3s-pin-"
-#define TMP_LEN (sizeof TMP_PREFIX - 1 + 32)
-
-static bool tmp_name_ok(const char *name)
-{
-    return strlen(name) == TMP_LEN && strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0 &&
-           name_ok(name);
-}
 
 /* Is the entry at `name` an empty placeholder of e's type, and (when e's identity is
  * known, or need_id) e's very inode? */
-static bool empty_same(int wsfd, const char *name, const struct rec_pin *e, bool need_id)
+static bool empty_same(int wsfd, const char *name, const struct a3s_pin_entry *e, bool need_id)
 {
     struct stat st;
     if (fstatat(wsfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -476,7 +149,7 @@ static bool empty_same(int wsfd, const char *name, const struct rec_pin *e, bool
 
 /* Is `name` under wsfd still the pin e, as created (same inode, ctime and type; a file
  * still empty)? A pending entry never is. */
-static bool pin_untouched(int wsfd, const struct rec_pin *e)
+static bool pin_untouched(int wsfd, const struct a3s_pin_entry *e)
 {
     struct stat st;
     if (e->tmp || fstatat(wsfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -495,7 +168,7 @@ static bool pin_untouched(int wsfd, const struct rec_pin *e)
  * A pending entry (its creator died while making it): the temporary (a random name of
  * ours) goes if it is still an empty placeholder, and the placeholder under its final
  * name if it is the recorded inode, still empty (the rename changed its ctime). */
-static void pin_remove(int wsfd, const struct rec_pin *e)
+static void pin_remove(int wsfd, const struct a3s_pin_entry *e)
 {
     if (e->tmp) {
         if (empty_same(wsfd, e->tmp, e, false))
@@ -509,12 +182,12 @@ static void pin_remove(int wsfd, const struct rec_pin *e)
 }
 
 /* A pending entry for `name` (the placeholder is made later, see make_pending). */
-static int pending_add(struct record *rec, const char *name, bool dir, a3s_error *err)
+static int pending_add(struct a3s_pin_record *rec, const char *name, bool dir, a3s_error *err)
 {
     unsigned char rnd[16];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "pins: getrandom");
-    struct rec_pin e = {.dir = dir};
+    struct a3s_pin_entry e = {.dir = dir};
     e.tmp = malloc(TMP_LEN + 1);
     e.name = a3s_strdup(name);
     if (e.tmp) {
@@ -522,8 +195,8 @@ static int pending_add(struct record *rec, const char *name, bool dir, a3s_error
         for (size_t i = 0; i < sizeof rnd; i++)
             snprintf(e.tmp + sizeof TMP_PREFIX - 1 + 2 * i, 3, "%02x", rnd[i]);
     }
-    if (!e.tmp || !e.name || rec_add(rec, &e) < 0) {
-        rec_pin_free(&e);
+    if (!e.tmp || !e.name || a3s_pinrec_add(rec, &e) < 0) {
+        a3s_pinrec_entry_free(&e);
         return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
     }
     return 0;
@@ -535,7 +208,7 @@ static int pending_add(struct record *rec, const char *name, bool dir, a3s_error
  * name appeared meanwhile is dropped (the name is left alone). Returns 0, or -1 with err
  * (the entries stay pending, for the caller to remove). */
 static int make_pending(int wsfd, const char *workspace, int statefd, const char *key,
-                        struct record *rec, size_t from, a3s_error *err)
+                        struct a3s_pin_record *rec, size_t from, a3s_error *err)
 {
     size_t n = rec->n - from;
     int *fds = malloc(n * sizeof *fds);
@@ -546,7 +219,7 @@ static int make_pending(int wsfd, const char *workspace, int statefd, const char
     int rc = 0;
     struct stat st;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        struct rec_pin *e = &rec->v[from + i];
+        struct a3s_pin_entry *e = &rec->v[from + i];
         if (e->dir)
             fds[i] = mkdirat(wsfd, e->tmp, 0700) < 0
                          ? -1
@@ -564,9 +237,9 @@ static int make_pending(int wsfd, const char *workspace, int statefd, const char
         rec->dirty = true;
     }
     if (rc == 0)
-        rc = record_write(statefd, key, rec, err);
+        rc = a3s_pinrec_write(statefd, key, rec, err);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        struct rec_pin *e = &rec->v[from + i];
+        struct a3s_pin_entry *e = &rec->v[from + i];
         if (renameat2(wsfd, e->tmp, wsfd, e->name, RENAME_NOREPLACE) < 0) {
             if (errno != EEXIST) {
                 rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create placeholder %s/%s",
@@ -574,7 +247,7 @@ static int make_pending(int wsfd, const char *workspace, int statefd, const char
                 break;
             }
             pin_remove(wsfd, e); /* the name exists: not ours to pin */
-            rec_pin_free(e);
+            a3s_pinrec_entry_free(e);
             continue;
         }
         /* The inode under the name must be the one made here: a concurrent writer that
@@ -603,7 +276,7 @@ static int make_pending(int wsfd, const char *workspace, int statefd, const char
     rec->n = w;
     rec->dirty = true;
     if (rc == 0)
-        rc = record_write(statefd, key, rec, err);
+        rc = a3s_pinrec_write(statefd, key, rec, err);
     return rc;
 }
 
@@ -633,7 +306,7 @@ static int pins_hold(a3s_pins *pins, const char *workspace, const char *name, a3
 
 /* Pin one name (mutex held): share a recorded pin, or add a pending entry for one to be
  * made (an existing name is left alone). */
-static int pin_one(a3s_pins *pins, struct record *rec, const char *name, bool dir,
+static int pin_one(a3s_pins *pins, struct a3s_pin_record *rec, const char *name, bool dir,
                    const char *workspace, a3s_error *err)
 {
     if (strv_has(&pins->names, name))
@@ -641,7 +314,7 @@ static int pin_one(a3s_pins *pins, struct record *rec, const char *name, bool di
     for (size_t i = 0; i < rec->n; i++)
         if (rec->v[i].tmp && strcmp(rec->v[i].name, name) == 0)
             return 0; /* listed twice, as the other type */
-    struct rec_pin *e = rec_find(rec, name);
+    struct a3s_pin_entry *e = a3s_pinrec_find(rec, name);
     if (e) /* a live (or taken over) untouched pin; as the other type it simply exists */
         return e->dir == dir ? pins_hold(pins, workspace, name, err) : 0;
     struct stat st;
@@ -670,13 +343,13 @@ static void pins_free(a3s_pins *pins)
 static void forget_workspace(int statefd, const char *key, int lockfd)
 {
     char name[FILE_MAX];
-    key_file(name, key, ".pins");
+    a3s_pinrec_key_file(name, key, ".pins");
     (void)unlinkat(statefd, name, 0);
-    key_file(name, key, ".lock");
+    a3s_pinrec_key_file(name, key, ".lock");
     unlink_if_same(statefd, name, lockfd);
 }
 
-static bool requested(const struct rec_pin *e, const a3s_strv *dirs, const a3s_strv *files)
+static bool requested(const struct a3s_pin_entry *e, const a3s_strv *dirs, const a3s_strv *files)
 {
     return strv_has(e->dir ? dirs : files, e->name);
 }
@@ -684,12 +357,12 @@ static bool requested(const struct rec_pin *e, const a3s_strv *dirs, const a3s_s
 /* Under the mutex: drop record entries that are no longer our untouched pins; when no
  * holder is alive, remove the untouched ones nobody asks for now (their creators died)
  * and keep the requested ones to be taken over. */
-static void reconcile(int wsfd, struct record *rec, bool alive, const a3s_strv *dirs,
+static void reconcile(int wsfd, struct a3s_pin_record *rec, bool alive, const a3s_strv *dirs,
                       const a3s_strv *files)
 {
     size_t w = 0;
     for (size_t i = 0; i < rec->n; i++) {
-        struct rec_pin *e = &rec->v[i];
+        struct a3s_pin_entry *e = &rec->v[i];
         if (e->tmp) /* its creator died while making it (creators hold the mutex) */
             pin_remove(wsfd, e);
         bool keep = pin_untouched(wsfd, e);
@@ -700,7 +373,7 @@ static void reconcile(int wsfd, struct record *rec, bool alive, const a3s_strv *
         if (keep) {
             rec->v[w++] = *e;
         } else {
-            rec_pin_free(e);
+            a3s_pinrec_entry_free(e);
             rec->dirty = true;
         }
     }
@@ -721,7 +394,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
     for (int l = 0; l < 2; l++) {
         const a3s_strv *sv = l ? files : dirs;
         for (size_t i = 0; sv && i < sv->n; i++)
-            if (!name_ok(sv->v[i]))
+            if (!a3s_pinrec_name_ok(sv->v[i]))
                 return a3s_fail(err, A3S_ERR_SETUP,
                                 "cannot pin '%s' in %s: not a single path component",
                                 sv->v[i] ? sv->v[i] : "(null)", workspace);
@@ -754,8 +427,8 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         return -1;
     }
     bool alive = others_hold(lockfd);
-    struct record rec;
-    if (record_read(pins->statefd, pins->key, &rec, err) < 0) {
+    struct a3s_pin_record rec;
+    if (a3s_pinrec_read(pins->statefd, pins->key, &rec, err) < 0) {
         a3s_stale_lock_close(lockfd);
         pins_free(pins);
         return -1;
@@ -765,7 +438,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
     if (!alive) {
         (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
         if (a3s_wsattrs_keep(pins->statefd, pins->key, pins->wsfd, workspace, err) < 0) {
-            record_free(&rec);
+            a3s_pinrec_free(&rec);
             a3s_stale_lock_close(lockfd);
             pins_free(pins);
             return -1;
@@ -800,7 +473,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
     /* Recorded (pending) before anything is made: a kill at any later point leaves a
      * record that the next acquire or sweep acts on. */
     if (rc == 0 && rec.dirty)
-        rc = record_write(pins->statefd, pins->key, &rec, err);
+        rc = a3s_pinrec_write(pins->statefd, pins->key, &rec, err);
     if (rc == 0 && rec.n > before)
         rc = make_pending(pins->wsfd, workspace, pins->statefd, pins->key, &rec, before, err);
     for (size_t i = before; rc == 0 && i < rec.n; i++)
@@ -809,14 +482,14 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         /* Remove what this call made; keep the clean-up of dead holders' pins. */
         for (size_t i = before; i < rec.n; i++) {
             pin_remove(pins->wsfd, &rec.v[i]);
-            rec_pin_free(&rec.v[i]);
+            a3s_pinrec_entry_free(&rec.v[i]);
         }
         rec.n = before;
         rec.dirty = true;
         if (holding)
             (void)range_lock(lockfd, F_UNLCK, HOLDER_BYTE, false);
         holding = false;
-        (void)record_write(pins->statefd, pins->key, &rec, NULL);
+        (void)a3s_pinrec_write(pins->statefd, pins->key, &rec, NULL);
     }
     if (holding) {
         (void)range_lock(lockfd, F_UNLCK, MUTEX_BYTE, false);
@@ -829,7 +502,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         }
         a3s_stale_lock_close(lockfd);
     }
-    record_free(&rec);
+    a3s_pinrec_free(&rec);
     if (rc < 0) {
         pins_free(pins);
         return -1;
@@ -860,12 +533,12 @@ void a3s_pins_release(a3s_pins *pins)
         (void)range_lock(pins->lockfd, F_UNLCK, HOLDER_BYTE, false);
         /* What this run's command did to the root goes now, other holders or not. */
         (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, false);
-        struct record rec;
+        struct a3s_pin_record rec;
         /* Last one out removes the pins; an unreadable record keeps them (fail safe). */
-        if (!others_hold(pins->lockfd) && record_read(pins->statefd, pins->key, &rec, NULL) == 0) {
+        if (!others_hold(pins->lockfd) && a3s_pinrec_read(pins->statefd, pins->key, &rec, NULL) == 0) {
             for (size_t i = 0; i < rec.n; i++)
                 pin_remove(pins->wsfd, &rec.v[i]);
-            record_free(&rec);
+            a3s_pinrec_free(&rec);
             (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
             forget_workspace(pins->statefd, pins->key, pins->lockfd);
         }
@@ -876,7 +549,7 @@ void a3s_pins_release(a3s_pins *pins)
 bool a3s_pins_held(int wsfd, const char *root, const char *name)
 {
     struct stat ws;
-    if (!name_ok(name) || fstat(wsfd, &ws) < 0)
+    if (!a3s_pinrec_name_ok(name) || fstat(wsfd, &ws) < 0)
         return false;
     int statefd = a3s_stale_state_open(root, false, NULL);
     if (statefd < 0)
@@ -887,12 +560,12 @@ bool a3s_pins_held(int wsfd, const char *root, const char *name)
      * release (record gone, pins not yet removed). Without a lock file (-2) nobody is
      * writing: writers create it first and remove it last. */
     int lockfd = lock_open(statefd, key, F_RDLCK, true, NULL);
-    struct record rec;
+    struct a3s_pin_record rec;
     bool held = false;
-    if (lockfd != -1 && record_read(statefd, key, &rec, NULL) == 0) {
-        struct rec_pin *e = rec_find(&rec, name);
+    if (lockfd != -1 && a3s_pinrec_read(statefd, key, &rec, NULL) == 0) {
+        struct a3s_pin_entry *e = a3s_pinrec_find(&rec, name);
         held = e && pin_untouched(wsfd, e);
-        record_free(&rec);
+        a3s_pinrec_free(&rec);
     }
     if (lockfd >= 0)
         a3s_stale_lock_close(lockfd);
@@ -913,8 +586,8 @@ static void sweep_key(int statefd, const char *key)
     int lockfd = lock_open(statefd, key, F_WRLCK, false, NULL);
     if (lockfd < 0)
         return; /* busy: someone is acquiring or releasing there right now */
-    struct record rec;
-    if (others_hold(lockfd) || record_read(statefd, key, &rec, NULL) < 0) {
+    struct a3s_pin_record rec;
+    if (others_hold(lockfd) || a3s_pinrec_read(statefd, key, &rec, NULL) < 0) {
         a3s_stale_lock_close(lockfd);
         return;
     }
@@ -932,12 +605,12 @@ static void sweep_key(int statefd, const char *key)
             close(wsfd);
         /* Moved or gone: the record stays for an acquire in that workspace. */
     }
-    record_free(&rec);
+    a3s_pinrec_free(&rec);
     /* The workspace attributes the dead holders kept: restored where the workspace is
      * still found; else kept, and so is the lock file that leads a sweep here. */
     char attrs[FILE_MAX];
     struct stat ast;
-    key_file(attrs, key, ".attrs");
+    a3s_pinrec_key_file(attrs, key, ".attrs");
     (void)a3s_wsattrs_restore(statefd, key, -1, true);
     if (fstatat(statefd, attrs, &ast, AT_SYMLINK_NOFOLLOW) == 0)
         forget = false;
