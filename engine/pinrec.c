@@ -122,16 +122,24 @@ static bool parse_u64(const char *s, unsigned long long *out)
     return errno == 0 && *end == '\0';
 }
 
-/* A pending entry: "P d|f DEV INO HEXTMP HEXNAME". */
-static bool parse_pending(char *line, struct a3s_pin_entry *e)
+/* Split a line at spaces into exactly six fields; -1 when there are more. */
+static int split6(char *line, char *f[6])
 {
-    char *f[6], *save = NULL;
+    char *save = NULL;
     int n = 0;
     for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
         if (n == 6)
-            return false;
+            return -1;
         f[n++] = t;
     }
+    return n;
+}
+
+/* A pending entry: "P d|f DEV INO HEXTMP HEXNAME". */
+static bool parse_pending(char *line, struct a3s_pin_entry *e)
+{
+    char *f[6];
+    int n = split6(line, f);
     unsigned long long dev, ino;
     if (n != 6 || strcmp(f[0], "P") != 0 || (strcmp(f[1], "d") != 0 && strcmp(f[1], "f") != 0) ||
         !parse_u64(f[2], &dev) || !parse_u64(f[3], &ino))
@@ -156,13 +164,8 @@ static bool parse_pin(char *line, struct a3s_pin_entry *e)
 {
     if (line[0] == 'P')
         return parse_pending(line, e);
-    char *f[6], *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (n == 6)
-            return false;
-        f[n++] = t;
-    }
+    char *f[6];
+    int n = split6(line, f);
     unsigned long long dev, ino, sec, nsec;
     if (n != 6 || (strcmp(f[0], "d") != 0 && strcmp(f[0], "f") != 0) || !parse_u64(f[1], &dev) ||
         !parse_u64(f[2], &ino) || !parse_u64(f[3], &sec) || !parse_u64(f[4], &nsec) ||
