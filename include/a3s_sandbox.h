@@ -17,6 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The shared library is built with hidden visibility: what it exports is exactly the
+ * functions declared here with A3S_API (spec/install/abi_spec.sh checks it). */
+#if defined(__GNUC__) || defined(__clang__)
+#define A3S_API __attribute__((visibility("default")))
+#else
+#define A3S_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -130,43 +138,43 @@ typedef struct a3s_result {
     bool output_closed;
 } a3s_result;
 
-const char *a3s_version(void);
+A3S_API const char *a3s_version(void);
 
 /* Create a sandbox: canonicalize the workspace, resolve bwrap and bash, load and evaluate
  * the policy once (so a broken policy fails here). Returns NULL and fills err on failure. */
-a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err);
-void a3s_sandbox_free(a3s_sandbox *sb);
+A3S_API a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err);
+A3S_API void a3s_sandbox_free(a3s_sandbox *sb);
 
-const char *a3s_sandbox_workspace(const a3s_sandbox *sb);
-const char *a3s_sandbox_policy_name(const a3s_sandbox *sb);
+A3S_API const char *a3s_sandbox_workspace(const a3s_sandbox *sb);
+A3S_API const char *a3s_sandbox_policy_name(const a3s_sandbox *sb);
 /* "linux-bwrap", or "process-host" when the opt-in fallback is in force. */
-const char *a3s_sandbox_backend(const a3s_sandbox *sb);
+A3S_API const char *a3s_sandbox_backend(const a3s_sandbox *sb);
 /* Non-NULL when the opt-in fallback is in force: why the native boundary is unusable. */
-const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb);
+A3S_API const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb);
 
 /* Run a command. Returns A3S_OK when the command ran (whatever its status, including a
  * deadline kill), else an error and nothing ran. Release r with a3s_result_free. */
-int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
-                     a3s_error *err);
-void a3s_result_free(a3s_result *r);
+A3S_API int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
+                             a3s_error *err);
+A3S_API void a3s_result_free(a3s_result *r);
 /* The result as one JSON object (SPEC §2); malloc'd, NULL on ENOMEM. stdout/stderr are
  * the lossy UTF-8 renderings (always strings); other text is encoded as above. */
-char *a3s_result_json(const a3s_result *r);
+A3S_API char *a3s_result_json(const a3s_result *r);
 
 /* Run the marker command through the real boundary; A3S_OK when it works. */
-int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err);
+A3S_API int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err);
 
 /* The approval digest (64 lower-case hex + NUL): the policy digest while the sandbox
  * holds no grants; with grants, a hash over the policy digest and the normalized grant set
  * (see a3s_sandbox_grant_set). It is what an operator approves. */
-int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
+A3S_API int a3s_sandbox_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
 /* Frozen plan / capability report as JSON text (malloc'd); NULL and err on failure.
  * Paths and argv entries that are not UTF-8 are {"base64": ...} objects (see above). */
-char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err);
-char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
+A3S_API char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err);
+A3S_API char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err);
 /* The frozen plan as readable text, every rule with the policy file:line that produced
  * it (malloc'd); NULL and err on failure. */
-char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
+A3S_API char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
 
 /* The most network grants a sandbox holds, and the most specs one grant set may list. */
 #define A3S_MAX_GRANTS 256
@@ -192,21 +200,21 @@ char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
  * a3s_sandbox_grant adds one grant to the set held; expected_digest is checked against
  * the set with it (an identical re-grant leaves the set, and its digest, as they are).
  * A grant that would make the set larger than A3S_MAX_GRANTS is refused. */
-int a3s_sandbox_grant_set(a3s_sandbox *sb, const char *const *specs, size_t n,
-                          const char *expected_digest, char new_digest[65], a3s_error *err);
-int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_digest,
-                      char new_digest[65], a3s_error *err);
+A3S_API int a3s_sandbox_grant_set(a3s_sandbox *sb, const char *const *specs, size_t n,
+                                  const char *expected_digest, char new_digest[65], a3s_error *err);
+A3S_API int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_digest,
+                              char new_digest[65], a3s_error *err);
 
 /* Switch the sandbox to another policy (name or file) for the executions that follow.
  * The new policy is evaluated and validated first; unless allow_broadening, an update
  * that grants anything the current policy does not (see engine/update.h) is refused
  * with A3S_ERR_POLICY ("policy update broadens <what>; set allow_broadening to accept
  * it") and nothing changes. */
-int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_broadening,
-                               a3s_error *err);
+A3S_API int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_broadening,
+                                       a3s_error *err);
 
 /* Evaluate and validate a policy file without a sandbox; A3S_OK when it is valid. */
-int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err);
+A3S_API int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err);
 
 #ifdef __cplusplus
 }
