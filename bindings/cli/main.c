@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -46,6 +47,9 @@ static const char usage_text[] =
     "      --allow-host-root    (root callers) run the command as host uid 0 where it cannot\n"
     "                           run under the unprivileged mapped id\n"
     "\n"
+    "Values go in the next word or attached: -pNAME, --policy=NAME. Long options are\n"
+    "spelled in full. Every word after -- is PROGRAM's, as given.\n"
+    "\n"
     "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
     "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
     "141 the reader of our output went away (the process tree was killed);\n"
@@ -57,20 +61,142 @@ static const char usage_text[] =
  * error can come before --json is read. */
 static bool json_errors;
 
-/* Options that take a value: their value is never an option (`-c --json` runs the
- * command "--json"), exactly as parse() reads them. */
-static bool takes_value(const char *a)
+/* Every option of every subcommand, read with getopt_long; which of them a subcommand
+ * accepts is decided after reading one (accepts()), so an option's value is consumed the
+ * same way whatever the subcommand: the value of an option is never an option (`-c --json`
+ * runs the command "--json"). All short options take a value (attached or the next word),
+ * so short options never group. "+": stop at the first operand, never permute argv (what
+ * follows `--` is the command's, untouched). ":": a missing value is reported as such. */
+enum {
+    OPT_GRANT = 256,
+    OPT_GRANT_DIGEST,
+    OPT_AUDIT,
+    OPT_JSON,
+    OPT_EXPLAIN,
+    OPT_ALLOW_PROCESS_HOST,
+    OPT_ALLOW_HOST_ROOT,
+};
+static const char short_opts[] = "+:p:w:t:e:c:";
+static const struct option long_opts[] = {
+    {"policy", required_argument, NULL, 'p'},
+    {"workspace", required_argument, NULL, 'w'},
+    {"timeout", required_argument, NULL, 't'},
+    {"env", required_argument, NULL, 'e'},
+    {"grant", required_argument, NULL, OPT_GRANT},
+    {"grant-digest", required_argument, NULL, OPT_GRANT_DIGEST},
+    {"audit", required_argument, NULL, OPT_AUDIT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"explain", no_argument, NULL, OPT_EXPLAIN},
+    {"allow-process-host", no_argument, NULL, OPT_ALLOW_PROCESS_HOST},
+    {"allow-host-root", no_argument, NULL, OPT_ALLOW_HOST_ROOT},
+    {NULL, 0, NULL, 0},
+};
+
+/* Whether subcommand cmd takes option opt (what it did before getopt). */
+static bool accepts(const char *cmd, int opt)
 {
-    static const char *const with_value[] = {"-p", "--policy", "-w", "--workspace",
-                                             "--grant", "--grant-digest", "-t", "--timeout",
-                                             "-e", "--env", "-c", "--audit"};
-    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
-        if (!strcmp(a, with_value[i]))
-            return true;
-    return false;
+    switch (opt) {
+    case 't':
+    case 'e':
+    case 'c':
+    case OPT_AUDIT:
+        return !strcmp(cmd, "run");
+    case OPT_EXPLAIN:
+        return !strcmp(cmd, "plan");
+    default:
+        return true;
+    }
 }
 
-/* --json before `--`, for run (the default command), plan or capabilities. */
+/* The long option spelled in full by arg ("--name" or "--name=VALUE"), or NULL. */
+static const struct option *long_opt_exact(const char *arg)
+{
+    if (strncmp(arg, "--", 2) || !arg[2])
+        return NULL;
+    const char *name = arg + 2;
+    size_t n = strcspn(name, "=");
+    for (const struct option *o = long_opts; o->name; o++)
+        if (strlen(o->name) == n && !strncmp(o->name, name, n))
+            return o;
+    return NULL;
+}
+
+typedef enum {
+    TOK_END,         /* no more words */
+    TOK_DASHDASH,    /* `--`: *next is the first word after it */
+    TOK_OPERAND,     /* a word that is not an option (arg) */
+    TOK_OPTION,      /* opt, with value when it takes one */
+    TOK_UNKNOWN,     /* arg is no option (abbreviations included) */
+    TOK_NO_VALUE,    /* opt needs a value and arg is the last word */
+    TOK_EXTRA_VALUE, /* --opt=VALUE for an option that takes none */
+} tok_kind;
+
+typedef struct tok {
+    tok_kind kind;
+    int opt;
+    const char *value, *arg; /* arg: the word as written */
+} tok;
+
+/* Reads the option (or operand) that starts at argv[*next] and moves *next past it (and
+ * past its value). Each word is read by a fresh getopt_long over the rest of argv, so
+ * nothing carries over between words and a caller may skip a word it refuses. Long
+ * options must be spelled in full: getopt_long's abbreviations (`--allow-h`) are refused
+ * here, an unknown option and not a guess. */
+static tok next_token(int argc, char **argv, int *next)
+{
+    int k = *next;
+    tok t = {.kind = TOK_END};
+    if (k >= argc)
+        return t;
+    t.arg = argv[k];
+    if (!strcmp(t.arg, "--")) {
+        t.kind = TOK_DASHDASH;
+        *next = k + 1;
+        return t;
+    }
+    if (!strncmp(t.arg, "--", 2)) {
+        const struct option *o = long_opt_exact(t.arg);
+        if (!o || (o->has_arg == no_argument && strchr(t.arg, '='))) {
+            t.kind = o ? TOK_EXTRA_VALUE : TOK_UNKNOWN;
+            t.opt = o ? o->val : 0;
+            *next = k + 1;
+            return t;
+        }
+    }
+    /* argv + k - 1 stands in for argv[0]: getopt_long starts at its index 1. */
+    opterr = 0;
+    optind = 0; /* a full reset: no state from an earlier word or an earlier scan */
+    int r = getopt_long(argc - (k - 1), argv + (k - 1), short_opts, long_opts, NULL);
+    int used = optind > 1 ? optind - 1 : 1;
+    if (r == -1) {
+        t.kind = TOK_OPERAND; /* "-" or a word without a leading '-' */
+        used = 1;
+    } else if (r == '?') {
+        t.kind = TOK_UNKNOWN;
+        used = 1;
+    } else if (r == ':') {
+        t.kind = TOK_NO_VALUE;
+        t.opt = optopt;
+    } else {
+        t.kind = TOK_OPTION;
+        t.opt = r;
+        t.value = optarg;
+    }
+    *next = k + used;
+    return t;
+}
+
+/* How an option was named in arg: "--name" (without =VALUE) or "-x". */
+static const char *opt_name(const char *arg, char *buf, size_t size)
+{
+    size_t n = !strncmp(arg, "--", 2) ? strcspn(arg, "=") : 2;
+    snprintf(buf, size, "%.*s", (int)n, arg);
+    return buf;
+}
+
+/* --json before `--`, for run (the default command), plan or capabilities. Read the way
+ * parse() reads the words, so a value is never taken for --json; words parse() will
+ * refuse are skipped (the refusal is then printed as JSON when --json follows). */
 static bool argv_wants_json(int argc, char **argv)
 {
     int i = 1;
@@ -82,13 +208,13 @@ static bool argv_wants_json(int argc, char **argv)
     if (i < argc && (!strcmp(argv[i], "run") || !strcmp(argv[i], "plan") ||
                      !strcmp(argv[i], "capabilities")))
         i++;
-    for (; i < argc && strcmp(argv[i], "--"); i++) {
-        if (!strcmp(argv[i], "--json"))
+    for (;;) {
+        tok t = next_token(argc, argv, &i);
+        if (t.kind == TOK_END || t.kind == TOK_DASHDASH)
+            return false;
+        if (t.kind == TOK_OPTION && t.opt == OPT_JSON)
             return true;
-        if (takes_value(argv[i]))
-            i++;
     }
-    return false;
 }
 
 /* The refusal object on stdout when --json was given (code: an a3s_status name, or
@@ -204,70 +330,87 @@ static void parse(cli *c, int argc, char **argv)
         exit(EXIT_REFUSED);
     }
     bool run = !strcmp(c->cmd, "run");
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                                   \
-    do {                                                                               \
-        if (!v)                                                                        \
-            die_usage("option %s needs a value", a);                                   \
-        i++;                                                                           \
-    } while (0)
-        if (!strcmp(a, "--")) {
+    for (;;) {
+        tok t = next_token(argc, argv, &i);
+        char name[64];
+        if (t.kind == TOK_END)
+            break;
+        if (t.kind == TOK_DASHDASH) {
             if (!run)
                 die_usage("'--' is only valid for run, not '%s'", c->cmd);
-            c->argv = argv + i + 1;
+            c->argv = argv + i;
             if (!c->argv[0])
                 die_usage("%s", "missing PROGRAM after --");
             break;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--policy")) {
-            NEED_VALUE();
+        }
+        if (t.kind == TOK_OPERAND) {
+            if (!strcmp(c->cmd, "check") && !c->check_policy && t.arg[0] != '-') {
+                c->check_policy = t.arg;
+                continue;
+            }
+            die_usage(t.arg[0] == '-' ? "unknown option '%s'"
+                                      : "unexpected argument '%s' (use -- before the command)",
+                      t.arg);
+        }
+        if (t.kind == TOK_UNKNOWN)
+            die_usage("unknown option '%s'", t.arg);
+        if (!accepts(c->cmd, t.opt))
+            die_usage("unknown option '%s'", opt_name(t.arg, name, sizeof name));
+        if (t.kind == TOK_NO_VALUE)
+            die_usage("option %s needs a value", opt_name(t.arg, name, sizeof name));
+        if (t.kind == TOK_EXTRA_VALUE)
+            die_usage("option %s takes no value", opt_name(t.arg, name, sizeof name));
+        const char *v = t.value;
+        switch (t.opt) {
+        case 'p':
             c->policy = v;
-        } else if (!strcmp(a, "-w") || !strcmp(a, "--workspace")) {
-            NEED_VALUE();
+            break;
+        case 'w':
             c->workspace = v;
-        } else if (!strcmp(a, "--grant")) {
-            NEED_VALUE();
+            break;
+        case OPT_GRANT:
             c->grants[c->ngrants++] = v;
-        } else if (!strcmp(a, "--grant-digest")) {
-            NEED_VALUE();
+            break;
+        case OPT_GRANT_DIGEST:
             c->grant_digest = v;
-        } else if (run && (!strcmp(a, "-t") || !strcmp(a, "--timeout"))) {
-            NEED_VALUE();
+            break;
+        case 't': {
             char *end = NULL;
             errno = 0;
             c->timeout_s = strtod(v, &end);
-            if (errno || !end || *end || end == v || !isfinite(c->timeout_s) ||
-                c->timeout_s < 0)
+            if (errno || !end || *end || end == v || !isfinite(c->timeout_s) || c->timeout_s < 0)
                 die_usage("invalid timeout '%s' (seconds, decimal allowed)", v);
             if (c->timeout_s * 1000.0 < 1.0)
                 die_usage("invalid timeout '%s': the command timeout must be greater than zero", v);
             if (c->timeout_s > 86400.0)
                 die_usage("invalid timeout '%s': at most 86400 seconds", v);
             c->has_timeout = true;
-        } else if (run && (!strcmp(a, "-e") || !strcmp(a, "--env"))) {
-            NEED_VALUE();
-            c->env[c->nenv++] = v;
-        } else if (run && !strcmp(a, "-c")) {
-            NEED_VALUE();
-            c->shell_command = v;
-        } else if (!strcmp(c->cmd, "plan") && !strcmp(a, "--explain")) {
-            c->explain = true;
-        } else if (run && !strcmp(a, "--audit")) {
-            NEED_VALUE();
-            c->audit = v;
-        } else if (!strcmp(a, "--json")) {
-            c->json = true;
-        } else if (!strcmp(a, "--allow-process-host")) {
-            c->allow_process_host = true;
-        } else if (!strcmp(a, "--allow-host-root")) {
-            c->allow_host_root = true;
-        } else if (!strcmp(c->cmd, "check") && !c->check_policy && a[0] != '-') {
-            c->check_policy = a;
-        } else {
-            die_usage(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s' (use -- before the command)", a);
+            break;
         }
-#undef NEED_VALUE
+        case 'e':
+            c->env[c->nenv++] = v;
+            break;
+        case 'c':
+            c->shell_command = v;
+            break;
+        case OPT_EXPLAIN:
+            c->explain = true;
+            break;
+        case OPT_AUDIT:
+            c->audit = v;
+            break;
+        case OPT_JSON:
+            c->json = true;
+            break;
+        case OPT_ALLOW_PROCESS_HOST:
+            c->allow_process_host = true;
+            break;
+        case OPT_ALLOW_HOST_ROOT:
+            c->allow_host_root = true;
+            break;
+        default: /* not in short_opts/long_opts: unreachable */
+            die_usage("unknown option '%s'", t.arg);
+        }
     }
     if (run) {
         if (c->argv && c->shell_command)
