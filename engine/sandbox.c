@@ -1171,6 +1171,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         argv_buf[n++] = sb->shell;
         argv_buf[n++] = (char *)"-c";
         if (req->shell_command) {
+            argv_buf[n++] = (char *)"--"; /* a command starting with '-' is no option */
             argv_buf[n++] = (char *)req->shell_command;
             argv_buf[n] = NULL;
             l.argv = argv_buf;

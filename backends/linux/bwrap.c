@@ -543,6 +543,7 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     } else {
         push(&c, cmd->shell);
         push(&c, "-c");
+        push(&c, "--"); /* a command that starts with '-' is the command, not an option */
         push(&c, cmd->shell_command);
     }
     b.failed |= c.failed;

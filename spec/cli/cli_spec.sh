@@ -144,4 +144,8 @@ RC=$?
 check "unusable bwrap: 125 (fail closed)" eq "$RC" 125
 check "unusable bwrap: nothing ran on the host" test ! -e "$ws/ran-nobwrap"
 
+# A -c command that starts with '-' is the command, never an option of the shell.
+run_cli -w "$ws" -c '--version'
+check "-c '--version' runs the command '--version' (127), not bash --version" eq "$RC" 127
+check "-c '--version': bash did not print its version" not_contains "$OUT" "GNU bash"
 finish
