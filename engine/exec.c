@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "mirror.h"
 #include "util.h"
 
@@ -156,26 +158,37 @@ static const char *stage_name(int stage)
     }
 }
 
-/* Parse bwrap's JSON-lines status: {"child-pid": N} and {"exit-code": N}. */
+/* One line of bwrap's --json-status-fd: a JSON object, {"child-pid": N, ...} once the
+ * namespaces exist and {"exit-code": N} at the end. Only top-level integer members count
+ * (a child-pid must be a positive pid_t); other keys are ignored, and so is a line that
+ * is not one JSON object. */
+static void status_line(const a3s_launch *l, const char *line, size_t n, a3s_outcome *o)
+{
+    json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return;
+    }
+    json_t *cp = json_object_get(j, "child-pid");
+    if (json_is_integer(cp) && json_integer_value(cp) > 0 && json_integer_value(cp) <= INT_MAX) {
+        o->ns_started = true;
+        if (l->on_pid)
+            l->on_pid(l->pid_ud, (pid_t)json_integer_value(cp));
+    }
+    json_t *ec = json_object_get(j, "exit-code");
+    if (json_is_integer(ec) && json_integer_value(ec) >= INT_MIN &&
+        json_integer_value(ec) <= INT_MAX)
+        o->reported_exit = (int)json_integer_value(ec);
+    json_decref(j);
+}
+
+/* Parse the complete lines in buf[0..*len); an incomplete last line stays for the next
+ * read. */
 static void parse_status(const a3s_launch *l, char *buf, size_t *len, a3s_outcome *o)
 {
     char *start = buf, *nl;
     while ((nl = memchr(start, '\n', *len - (size_t)(start - buf))) != NULL) {
-        *nl = '\0';
-        char *cp = strstr(start, "\"child-pid\"");
-        if (cp) {
-            o->ns_started = true;
-            cp = strchr(cp, ':');
-            int v = cp ? atoi(cp + 1) : 0;
-            if (v > 0 && l->on_pid)
-                l->on_pid(l->pid_ud, (pid_t)v);
-        }
-        char *ec = strstr(start, "\"exit-code\"");
-        if (ec) {
-            ec = strchr(ec, ':');
-            if (ec)
-                o->reported_exit = atoi(ec + 1);
-        }
+        status_line(l, start, (size_t)(nl - start), o);
         start = nl + 1;
     }
     size_t rest = *len - (size_t)(start - buf);

@@ -72,7 +72,7 @@ typedef struct a3s_outcome {
     bool timed_out;     /* the deadline killed the tree */
     bool aborted;       /* the observer or cancel_fd asked to stop; the tree was killed */
     bool started;       /* the "command started" byte arrived */
-    bool ns_started;    /* bwrap reported "child-pid" (namespaces were created) */
+    bool ns_started;    /* bwrap reported a "child-pid" (namespaces were created) */
     int reported_exit;  /* bwrap's "exit-code", or -1 */
     /* The command's exact wait status as the launcher reported it on the started pipe
      * ("S" at start, then "X<status>\n" after waiting), when it did. */

@@ -1,7 +1,8 @@
 /* Unit tests of engine/exec.c on plain host processes (no sandbox): exit status, stream
  * identity, stdin, fd hygiene, rlimits, the deadline and the kill of the whole tree
  * (reference §6.12 process.rs tests), and which caller stdin fds the command may hold
- * (only a read-only pipe; a terminal, socket, file or writable fd is forwarded). */
+ * (only a read-only pipe; a terminal, socket, file or writable fd is forwarded), and what
+ * is read from bwrap's --json-status-fd lines. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pty.h>
@@ -131,6 +132,107 @@ static int abort_after_first(void *ud, int stream, const char *d, size_t n, size
     int *calls = ud;
     (*calls)++;
     return 1;
+}
+
+/* ---- bwrap's --json-status-fd: one JSON object a line, played by a script on fd 4 ---- */
+
+typedef struct pid_log {
+    pid_t v[16];
+    size_t n;
+} pid_log;
+
+static void log_pid(void *ud, pid_t pid)
+{
+    pid_log *p = ud;
+    if (p->n < sizeof p->v / sizeof p->v[0])
+        p->v[p->n++] = pid;
+}
+
+static bool logged(const pid_log *p, pid_t pid)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->v[i] == pid)
+            return true;
+    return false;
+}
+
+/* Run script with the write end of a status pipe on fd 4 and its read end as status_fd;
+ * every pid given to on_pid goes to seen (the forked shell's first). */
+static int status_run(const char *script, a3s_outcome *o, pid_log *seen)
+{
+    int sp[2];
+    if (pipe2(sp, O_CLOEXEC) < 0)
+        return -1;
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)script, NULL};
+    a3s_launch l = {.path = "/bin/sh", .argv = argv, .envp = empty_env, .cwd = dir,
+                    .stdin_fd = -1, .started_fd = -1, .status_fd = sp[0], .timeout_ms = 10000,
+                    .output_budget = 1024, .nofile = -1, .core_bytes = -1, .cancel_fd = -1,
+                    .on_pid = log_pid, .pid_ud = seen};
+    l.keep[0] = (a3s_fdmap){sp[1], 4};
+    l.nkeep = 1;
+    memset(seen, 0, sizeof *seen);
+    a3s_error err = {0};
+    int rc = a3s_exec_run(&l, o, &err);
+    if (rc < 0)
+        printf("# exec error: %s\n", err.msg);
+    close(sp[0]);
+    return rc;
+}
+
+static void status_tests(void)
+{
+    a3s_outcome o;
+    pid_log seen;
+
+    /* A line split across reads (the writer pauses inside it) is parsed once complete. */
+    int rc = status_run("printf '{ \"child-' >&4; sleep 0.3;"
+                        " printf 'pid\": 4242, \"mnt-namespace\": 4026531841 }\\n{ \"exit-' >&4;"
+                        " sleep 0.3; printf 'code\": 7 }\\n' >&4",
+                        &o, &seen);
+    ok(rc == 0 && o.ns_started && logged(&seen, 4242) && seen.n == 2,
+       "status: a line split across reads gives the child pid once");
+    ok(rc == 0 && o.reported_exit == 7, "status: split exit-code line read (got %d)",
+       o.reported_exit);
+    a3s_capture_free(o.cap);
+
+    /* Unknown keys (bwrap's namespace ids, anything newer) are ignored. */
+    rc = status_run("printf '{\"frob\": [1, {\"x\": null}], \"child-pid\": 4243,"
+                    " \"pid-namespace\": 4026531836}\\n{\"unknown\": 5}\\n' >&4",
+                    &o, &seen);
+    ok(rc == 0 && o.ns_started && logged(&seen, 4243) && seen.n == 2 && o.reported_exit == -1,
+       "status: unknown keys and lines ignored, the child pid still read");
+    a3s_capture_free(o.cap);
+
+    /* A child-pid that is not a positive integer (a pid_t) is no child pid: 42.5, a
+     * string, a negative number, 2^32 + 4245 (a cut to int would make that 4245). */
+    rc = status_run("printf '{\"child-pid\": 42.5}\\n{\"child-pid\": \"4244\"}\\n"
+                    "{\"child-pid\": -1}\\n{\"child-pid\": 4294971541}\\n"
+                    "{\"exit-code\": \"3\"}\\n' >&4",
+                    &o, &seen);
+    ok(rc == 0 && !o.ns_started && seen.n == 1 && !logged(&seen, 42) &&
+           !logged(&seen, 4244) && !logged(&seen, 4245),
+       "status: a non-integer child-pid is not a child pid (%zu pids)", seen.n);
+    ok(rc == 0 && o.reported_exit == -1, "status: a non-integer exit-code is ignored (got %d)",
+       o.reported_exit);
+    a3s_capture_free(o.cap);
+
+    /* "child-pid" inside another member's value, or in a nested object, is not the member. */
+    rc = status_run("printf '{\"message\": \"child-pid\", \"pid\": 4245}\\n"
+                    "{\"info\": {\"child-pid\": 4246}}\\n"
+                    "{\"note\": \"exit-code\", \"code\": 9}\\n' >&4",
+                    &o, &seen);
+    ok(rc == 0 && !o.ns_started && seen.n == 1 && !logged(&seen, 4245) && !logged(&seen, 4246),
+       "status: \"child-pid\" in another member's value is not the child pid");
+    ok(rc == 0 && o.reported_exit == -1, "status: nor is \"exit-code\" (got %d)", o.reported_exit);
+    a3s_capture_free(o.cap);
+
+    /* Unparsable lines are ignored; the next good line still counts. */
+    rc = status_run("printf '{\"child-pid\": 4247\\ngarbage \"child-pid\": 4248\\n\\n"
+                    "{\"child-pid\": 4249} trailing\\n{\"child-pid\": 4250}\\n' >&4",
+                    &o, &seen);
+    ok(rc == 0 && o.ns_started && seen.n == 2 && logged(&seen, 4250),
+       "status: unparsable lines ignored, the next good one read (%zu pids)", seen.n);
+    a3s_capture_free(o.cap);
 }
 
 int main(void)
@@ -445,6 +547,8 @@ int main(void)
     close(bf);
     free(big);
     (void)sigaction(SIGPIPE, &old_pipe, NULL);
+
+    status_tests();
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
