@@ -118,35 +118,11 @@ typedef struct a3s_mediator_opts {
  * No summary line means the mediator died before its stop (the tail and counts are
  * lost, the first records are not); refusals after the stop are not recorded.
  * Returns 0 when stopped, -1 on a setup error. Meant to run in a process of its own (the
- * program a3s-sandbox-mediator below), so its threads never meet the caller's. */
+ * program a3s-sandbox-mediator, see protocol.h), so its threads never meet the caller's. */
 int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
                        int denial_fd, const a3s_mediator_opts *opts);
 
-/* ---- The helper program a3s-sandbox-mediator (mediator/main.c) ----
- *
- * engine/medproc.c starts one per mediated run with posix_spawn: the library never forks
- * and goes on running its own code in the child, which in a multithreaded host could wait
- * forever on a lock (malloc's, the resolver's, ...) that another thread held at the fork.
- *
- *   a3s-sandbox-mediator --parent-pid PID [--grant HOST PORT]...
- *
- * PID is the process that spawned it (it exits at once when its parent is another one: that
- * parent died before the death signal was armed). Each grant is two arguments, HOST exactly
- * as a3s_grant_parse normalizes it (lower case; an IPv6 literal canonical and without
- * brackets) and PORT in decimal, 0..65535 without leading zeros (0: any port); at most
- * A3S_MAX_GRANTS of them. So no host text is ever split at a ':'. Its descriptors come at
- * the fixed numbers below; every other one (above A3S_MEDIATOR_FD_LAST) is closed at its
- * start, and 0..2 are /dev/null. */
-#define A3S_MEDIATOR_FD_CHANNEL 3 /* AF_UNIX SOCK_SEQPACKET end: the relay's connections */
-#define A3S_MEDIATOR_FD_STOP 4    /* pipe read end: readable or hung up means stop */
-#define A3S_MEDIATOR_FD_DENIALS 5 /* regular file (memfd): the denial records, see above */
-#define A3S_MEDIATOR_FD_READY 6   /* pipe write end: "R" once serving, else "E<why>" */
-#define A3S_MEDIATOR_FD_LAST 6
-
-/* Its exit status. */
-#define A3S_MEDIATOR_EXIT_STOPPED 0 /* it served until the stop */
-#define A3S_MEDIATOR_EXIT_FAILED 1  /* it could not set up or serve */
-#define A3S_MEDIATOR_EXIT_USAGE 2   /* arguments or descriptors refused: nothing served */
-#define A3S_MEDIATOR_EXIT_ORPHAN 3  /* its parent was already gone: nothing served */
+/* The helper program a3s-sandbox-mediator (mediator/main.c) that serves in a process of
+ * its own: its arguments, fixed descriptors and exit statuses are in protocol.h. */
 
 #endif

@@ -1,5 +1,5 @@
 /* The host-side mediator process of a mediated run (medproc.h): a3s-sandbox-mediator,
- * spawned with its descriptors at the fixed numbers of mediator.h, waited for until it
+ * spawned with its descriptors at the fixed numbers of protocol.h, waited for until it
  * serves, stopped and reaped after the run. */
 #include "medproc.h"
 
@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "protocol.h"
 #include "util.h"
 
 #define MEDIATOR_START_MS 10000 /* exec, dynamic linking, the host's own addresses */
@@ -118,7 +119,7 @@ int a3s_medproc_start(const char *path, const a3s_grant *g, size_t n, const char
         e = errno;
         goto out;
     }
-    /* argv: --parent-pid PID, then each grant as --grant HOST PORT (mediator.h). */
+    /* argv: --parent-pid PID, then each grant as --grant HOST PORT (protocol.h). */
     argv = calloc(3 * n + 4, sizeof *argv);
     ports = calloc(n ? n : 1, sizeof *ports);
     if (!argv || !ports) {

@@ -1,5 +1,5 @@
 /* The host-side mediator process of one mediated run: the program a3s-sandbox-mediator
- * (mediator.h, "The helper program"), started with posix_spawn, never a fork of the
+ * (protocol.h, "The helper program"), started with posix_spawn, never a fork of the
  * calling process: in a multithreaded host a forked copy that goes on running library
  * code could wait forever on a lock another thread held at the fork. */
 #ifndef A3S_MEDPROC_H

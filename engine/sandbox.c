@@ -35,6 +35,7 @@
 #include "explain.h"
 #include "pin.h"
 #include "plan.h"
+#include "protocol.h"
 #include "rootid.h"
 #include "wspath.h"
 #include "policy_runtime.h"
@@ -1485,11 +1486,12 @@ static void probe_mediation(a3s_sandbox *sb, bool *http, bool *socks)
     sb->ngrants = 1;
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
     /* printf escapes, not C ones: the command text has no control bytes. */
-    req.shell_command =
-        "exec 3<>/dev/tcp/127.0.0.1/24731 && printf 'CONNECT a3s-probe.invalid:1 HTTP/1.1\\r\\n"
-        "Host: a3s-probe.invalid:1\\r\\n\\r\\n' >&3 && head -c 12 <&3; echo;"
-        "exec 4<>/dev/tcp/127.0.0.1/24732 && printf '\\005\\001\\000' >&4 &&"
-        " head -c 2 <&4 | od -An -tx1";
+    req.shell_command = "exec 3<>/dev/tcp/" A3S_RELAY_ADDR "/" A3S_RELAY_HTTP_PORT
+                        " && printf 'CONNECT a3s-probe.invalid:1 HTTP/1.1\\r\\n"
+                        "Host: a3s-probe.invalid:1\\r\\n\\r\\n' >&3 && head -c 12 <&3; echo;"
+                        "exec 4<>/dev/tcp/" A3S_RELAY_ADDR "/" A3S_RELAY_SOCKS_PORT
+                        " && printf '\\005\\001\\000' >&4 &&"
+                        " head -c 2 <&4 | od -An -tx1";
     req.timeout_ms = PROBE_TIMEOUT_MS;
     a3s_result r;
     a3s_error xerr = {0};

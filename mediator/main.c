@@ -1,6 +1,6 @@
 /* a3s-sandbox-mediator: the host-side network mediator of one mediated run (SPEC §6), a
  * program of its own so that the library starts it with posix_spawn instead of forking
- * (engine/mediator.h, "The helper program"):
+ * (backends/linux/protocol.h, "The helper program"):
  *
  *   a3s-sandbox-mediator --parent-pid PID [--grant HOST PORT]...
  *
@@ -25,6 +25,9 @@
 
 #include "mediator.h"
 #include "util.h"
+
+/* Its fixed fds and exit statuses: shared with the library (engine/medproc.c). */
+#include "../backends/linux/protocol.h"
 
 #define PROG "a3s-sandbox-mediator"
 

@@ -36,16 +36,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Fixed fds, default addresses, exit status: shared with the supervisor. */
+#include "../backends/linux/protocol.h"
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
 
 #define PROG "a3s-sandbox-relay"
-#define EXIT_SETUP 125
-#define FD_SUPERVISOR 3
-#define FD_BWRAP_STATUS 4
-#define DEFAULT_HTTP "127.0.0.1:24731"
-#define DEFAULT_SOCKS "127.0.0.1:24732"
 /* after EMFILE and friends the listeners rest one round this long, instead of spinning */
 #define ACCEPT_PAUSE_MS 100
 #define ACCEPT_BATCH 64
@@ -62,8 +60,8 @@ static void usage(FILE *f)
     fputs("usage: " PROG " --channel-fd C [--http HOST:PORT] [--socks HOST:PORT]\n"
           "                         --filter-fd N -- PROGRAM [ARG...]\n"
           "\n"
-          "Listens on HOST:PORT (IPv4 loopback; defaults --http " DEFAULT_HTTP
-          ", --socks " DEFAULT_SOCKS ")\n"
+          "Listens on HOST:PORT (IPv4 loopback; defaults --http " A3S_RELAY_HTTP
+          ", --socks " A3S_RELAY_SOCKS ")\n"
           "and hands each accepted TCP connection to the mediator over the socket on fd C.\n"
           "PROGRAM runs as a child under the seccomp BPF program read from fd N;\n"
           "the relay exits with its status (128+N when killed by signal N).\n",
@@ -79,7 +77,7 @@ static int setup_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    return EXIT_SETUP;
+    return A3S_EXIT_SETUP;
 }
 
 /* "A.B.C.D:PORT" with a 127/8 address and a port in 1..65535: the proxies must never be
@@ -228,7 +226,7 @@ static int exit_code(int status)
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
-    return EXIT_SETUP;
+    return A3S_EXIT_SETUP;
 }
 
 static int reap(relay *r)
@@ -237,7 +235,7 @@ static int reap(relay *r)
     while (waitpid(r->child, &status, 0) < 0) {
         if (errno != EINTR) {
             fprintf(stderr, PROG ": waiting for the command: %s\n", strerror(errno));
-            return EXIT_SETUP;
+            return A3S_EXIT_SETUP;
         }
     }
     return exit_code(status);
@@ -281,7 +279,7 @@ typedef struct opts {
 /* -1 when the relay should go on, else the exit code (usage printed, or an error). */
 static int parse_args(int argc, char **argv, opts *o)
 {
-    *o = (opts){.http = DEFAULT_HTTP, .socks = DEFAULT_SOCKS};
+    *o = (opts){.http = A3S_RELAY_HTTP, .socks = A3S_RELAY_SOCKS};
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -326,7 +324,7 @@ static void exec_command(char **cmd, const struct sock_fprog *prog,
         /* Never run the command without its filter. */
         fprintf(stderr, PROG ": cannot install the command's seccomp filter: %s\n",
                 strerror(errno));
-        _exit(EXIT_SETUP);
+        _exit(A3S_EXIT_SETUP);
     }
     execvp(cmd[0], cmd);
     int e = errno;
@@ -357,14 +355,13 @@ int main(int argc, char **argv)
                            o.socks);
     /* The filter fd must not be one the protocol or stdio owns. */
     int filter_fd = parse_fd(o.filter_arg);
-    if (filter_fd <= STDERR_FILENO || filter_fd == FD_SUPERVISOR ||
-        filter_fd == FD_BWRAP_STATUS)
+    if (filter_fd <= STDERR_FILENO || filter_fd == A3S_FD_STARTED || filter_fd == A3S_FD_STATUS)
         return setup_error("--filter-fd %s: not a usable file descriptor", o.filter_arg);
     /* The channel: a connected AF_UNIX socket, kept from the command (CLOEXEC). */
     int channel = parse_fd(o.channel_arg);
     int domain = 0, type = 0;
     socklen_t dl = sizeof domain, tl = sizeof type;
-    if (channel <= STDERR_FILENO || channel == FD_SUPERVISOR || channel == FD_BWRAP_STATUS ||
+    if (channel <= STDERR_FILENO || channel == A3S_FD_STARTED || channel == A3S_FD_STATUS ||
         channel == filter_fd || getsockopt(channel, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 ||
         getsockopt(channel, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || domain != AF_UNIX ||
         fcntl(channel, F_SETFD, FD_CLOEXEC) < 0)
@@ -372,8 +369,8 @@ int main(int argc, char **argv)
 
     /* fds 3 and 4 are the child's, to be dropped by the relay after the fork; when they
      * are not open now, the relay's own sockets may take those numbers and must stay. */
-    int inherited3 = fcntl(FD_SUPERVISOR, F_GETFD) >= 0;
-    int inherited4 = fcntl(FD_BWRAP_STATUS, F_GETFD) >= 0;
+    int inherited3 = fcntl(A3S_FD_STARTED, F_GETFD) >= 0;
+    int inherited4 = fcntl(A3S_FD_STATUS, F_GETFD) >= 0;
 
     /* Writes to a vanished peer must be errors, not death; the child gets the
      * disposition back before exec. */
@@ -423,9 +420,9 @@ int main(int argc, char **argv)
     }
     /* The protocol pipes belong to the child alone: their ends must close when it ends. */
     if (inherited3)
-        (void)close(FD_SUPERVISOR);
+        (void)close(A3S_FD_STARTED);
     if (inherited4)
-        (void)close(FD_BWRAP_STATUS);
+        (void)close(A3S_FD_STATUS);
 
     r->pidfd = (int)syscall(SYS_pidfd_open, r->child, 0);
     if (r->pidfd < 0) {

@@ -35,9 +35,6 @@ typedef struct a3s_bwrap_cmd {
     gid_t gid;
 } a3s_bwrap_cmd;
 
-#define A3S_RELAY_HTTP "127.0.0.1:24731"
-#define A3S_RELAY_SOCKS "127.0.0.1:24732"
-
 /* Resolve and vet a trusted executable: absolute after canonicalization, a regular file
  * with an execute bit, not inside `workspace` (may be NULL). `out` is malloc'd. */
 int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,

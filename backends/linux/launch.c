@@ -34,8 +34,6 @@
 #include "protocol.h"
 #include "setup.h"
 
-#define EXIT_SETUP 125
-
 /* Is pid 1 of our pid namespace bwrap (the sandbox's), not a host's init? */
 static bool in_sandbox_pidns(void)
 {
@@ -51,14 +49,14 @@ static int launch(char **cmd)
 {
     /* Not started by the supervisor (no pipe on fd 3): refuse rather than guess. */
     if (fcntl(A3S_FD_STARTED, F_SETFD, FD_CLOEXEC) < 0)
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
     (void)fcntl(A3S_FD_STATUS, F_SETFD, FD_CLOEXEC);
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
         fprintf(stderr, "a3s-sandbox: setup: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
     }
     if (write(A3S_FD_STARTED, "S", 1) != 1)
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
 
     pid_t pid = fork();
     if (pid < 0) {
@@ -68,7 +66,7 @@ static int launch(char **cmd)
         int n = snprintf(msg, sizeof msg, "E%d\n", errno);
         if (n > 0)
             (void)!write(A3S_FD_STARTED, msg, (size_t)n);
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
     }
     if (pid == 0) {
         execvp(cmd[0], cmd);
@@ -101,7 +99,7 @@ static int launch(char **cmd)
                 (void)kill(-1, SIGKILL);
             else
                 (void)kill(pid, SIGKILL);
-            _exit(EXIT_SETUP);
+            _exit(A3S_EXIT_SETUP);
         }
         if (p[0].revents)
             break;
@@ -109,7 +107,7 @@ static int launch(char **cmd)
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR)
-            return EXIT_SETUP;
+            return A3S_EXIT_SETUP;
     }
     char msg[32];
     int n = snprintf(msg, sizeof msg, "X%d\n", status);
@@ -140,14 +138,14 @@ int main(int argc, char **argv)
     }
     if (i >= argc || (then_exec && !setup)) {
         fputs("usage: a3s-sandbox-launch [--setup [--exec] --] PROGRAM [ARG...]\n", stderr);
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
     }
     if (setup && a3s_setup_run(then_exec) < 0)
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
     if (then_exec) {
         execv(argv[i], argv + i);
         fprintf(stderr, "a3s-sandbox: setup: cannot start %s: %s\n", argv[i], strerror(errno));
-        return EXIT_SETUP;
+        return A3S_EXIT_SETUP;
     }
     return launch(argv + i);
 }

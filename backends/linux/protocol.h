@@ -1,8 +1,15 @@
-/* The protocol between the supervisor (the library, on the host) and the trusted setup
- * step inside the sandbox (a3s-sandbox-launch --setup): fixed descriptor numbers and the
- * setup records. Shared by both sides so that they cannot drift apart. */
+/* The protocols between the supervisor (the library, on the host) and its helper
+ * programs: the launcher and its setup step (a3s-sandbox-launch, inside the sandbox), the
+ * network relay (a3s-sandbox-relay, inside) and the mediator (a3s-sandbox-mediator, on
+ * the host). Fixed descriptor numbers, addresses, exit statuses and the setup records,
+ * defined once here and shared by both sides so that they cannot drift apart. Macros
+ * only, no includes: the static launcher and relay include it too. */
 #ifndef A3S_PROTOCOL_H
 #define A3S_PROTOCOL_H
+
+/* The launcher's and the relay's exit status when the sandbox could not be set up: the
+ * command never ran (a message is on stderr). */
+#define A3S_EXIT_SETUP 125
 
 /* Fixed fd numbers inside the launched bwrap process. */
 #define A3S_FD_STARTED 3       /* launcher pipe: "S" when set up, "X<status>" at the end */
@@ -41,6 +48,41 @@
 #define A3S_SETUP_MAX_BYTES (16u << 20)
 #define A3S_SETUP_OPTIONAL 1u
 enum { A3S_SETUP_T_ANY = 0, A3S_SETUP_T_DIR = 1, A3S_SETUP_T_NONDIR = 2 };
+
+/* The relay's loopback proxies in the sandbox's network namespace (its defaults, the
+ * addresses bwrap.c passes it and the proxy environment points at). */
+#define A3S_RELAY_ADDR "127.0.0.1"
+#define A3S_RELAY_HTTP_PORT "24731"
+#define A3S_RELAY_SOCKS_PORT "24732"
+#define A3S_RELAY_HTTP A3S_RELAY_ADDR ":" A3S_RELAY_HTTP_PORT   /* HTTP proxy */
+#define A3S_RELAY_SOCKS A3S_RELAY_ADDR ":" A3S_RELAY_SOCKS_PORT /* SOCKS5 */
+
+/* ---- The helper program a3s-sandbox-mediator (mediator/main.c) ----
+ *
+ * engine/medproc.c starts one per mediated run with posix_spawn: the library never forks
+ * and goes on running its own code in the child, which in a multithreaded host could wait
+ * forever on a lock (malloc's, the resolver's, ...) that another thread held at the fork.
+ *
+ *   a3s-sandbox-mediator --parent-pid PID [--grant HOST PORT]...
+ *
+ * PID is the process that spawned it (it exits at once when its parent is another one: that
+ * parent died before the death signal was armed). Each grant is two arguments, HOST exactly
+ * as a3s_grant_parse normalizes it (lower case; an IPv6 literal canonical and without
+ * brackets) and PORT in decimal, 0..65535 without leading zeros (0: any port); at most
+ * A3S_MAX_GRANTS of them. So no host text is ever split at a ':'. Its descriptors come at
+ * the fixed numbers below; every other one (above A3S_MEDIATOR_FD_LAST) is closed at its
+ * start, and 0..2 are /dev/null. */
+#define A3S_MEDIATOR_FD_CHANNEL 3 /* AF_UNIX SOCK_SEQPACKET end: the relay's connections */
+#define A3S_MEDIATOR_FD_STOP 4    /* pipe read end: readable or hung up means stop */
+#define A3S_MEDIATOR_FD_DENIALS 5 /* regular file (memfd): the denial records (mediator.h) */
+#define A3S_MEDIATOR_FD_READY 6   /* pipe write end: "R" once serving, else "E<why>" */
+#define A3S_MEDIATOR_FD_LAST 6
+
+/* Its exit status. */
+#define A3S_MEDIATOR_EXIT_STOPPED 0 /* it served until the stop */
+#define A3S_MEDIATOR_EXIT_FAILED 1  /* it could not set up or serve */
+#define A3S_MEDIATOR_EXIT_USAGE 2   /* arguments or descriptors refused: nothing served */
+#define A3S_MEDIATOR_EXIT_ORPHAN 3  /* its parent was already gone: nothing served */
 
 /* The mapped identity for root callers: sandbox uid/gid 1 is this host id. */
 #define A3S_MAPPED_ID_DEFAULT 2139095040u /* 0x7F800000 */

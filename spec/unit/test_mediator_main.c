@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "mediator.h"
+#include "protocol.h"
 #include "tap.h"
 
 static char bin[4096];
