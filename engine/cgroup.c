@@ -94,38 +94,8 @@ struct a3s_cgroup {
 /* Short errno names keep why_not (256 bytes) readable: "not writable (EACCES)". */
 static const char *errname(int e)
 {
-    switch (e) {
-    case EACCES:
-        return "EACCES";
-    case EPERM:
-        return "EPERM";
-    case EROFS:
-        return "EROFS";
-    case ENOENT:
-        return "ENOENT";
-    case ENOTDIR:
-        return "ENOTDIR";
-    case ELOOP:
-        return "ELOOP";
-    case EBUSY:
-        return "EBUSY";
-    case EEXIST:
-        return "EEXIST";
-    case EINVAL:
-        return "EINVAL";
-    case ENOSPC:
-        return "ENOSPC";
-    case ENOMEM:
-        return "ENOMEM";
-    case EOPNOTSUPP:
-        return "EOPNOTSUPP";
-    case ENAMETOOLONG:
-        return "ENAMETOOLONG";
-    case EFBIG:
-        return "EFBIG";
-    default:
-        return strerror(e);
-    }
+    const char *n = a3s_errno_symbol(e);
+    return n ? n : strerror(e);
 }
 
 /* snprintf for messages that may be cut short on purpose (why_not has 256 bytes). */

@@ -80,37 +80,28 @@ static const char *kind_label(enum a3s_fs_kind k)
     return kind_labels[k];
 }
 
-static const struct {
-    const char *name;
-    int num;
-} errno_table[] = {
-    {"EPERM", EPERM},
-    {"ENOSYS", ENOSYS},
-    {"EACCES", EACCES},
-    {"EAFNOSUPPORT", EAFNOSUPPORT},
-    {"EINVAL", EINVAL},
-    {"EROFS", EROFS},
-    {"ENOENT", ENOENT},
-    {"EOPNOTSUPP", EOPNOTSUPP},
-    {"ENOTSUP", ENOTSUP}, /* same number as EOPNOTSUPP on Linux: name() says EOPNOTSUPP */
-};
+/* The errnos a policy may name, and the only ones named in a plan (the canonical form,
+ * so the digest, included: a number otherwise). Their names are util.c's table's. */
+static const int policy_errnos[] = {EPERM,  ENOSYS, EACCES, EAFNOSUPPORT,
+                                    EINVAL, EROFS,  ENOENT, EOPNOTSUPP /* = ENOTSUP */};
+
+static bool policy_errno(int errnum)
+{
+    for (size_t i = 0; i < sizeof policy_errnos / sizeof policy_errnos[0]; i++)
+        if (policy_errnos[i] == errnum)
+            return true;
+    return false;
+}
 
 int a3s_errno_from_name(const char *name)
 {
-    if (!name)
-        return -1;
-    for (size_t i = 0; i < sizeof errno_table / sizeof errno_table[0]; i++)
-        if (strcmp(errno_table[i].name, name) == 0)
-            return errno_table[i].num;
-    return -1;
+    int e = a3s_errno_from_symbol(name);
+    return e > 0 && policy_errno(e) ? e : -1;
 }
 
 const char *a3s_errno_name(int errnum)
 {
-    for (size_t i = 0; i < sizeof errno_table / sizeof errno_table[0]; i++)
-        if (errno_table[i].num == errnum)
-            return errno_table[i].name;
-    return NULL;
+    return policy_errno(errnum) ? a3s_errno_symbol(errnum) : NULL;
 }
 
 /* "file:line", "file" (line <= 0, e.g. "<scan>") or "<engine>". */

@@ -482,3 +482,81 @@ int a3s_write_all_nosigpipe(int fd, const void *buf, size_t len)
     }
     return 0;
 }
+
+static const struct {
+    int num;
+    const char *name;
+} errno_names[] = {
+    {EPERM, "EPERM"},
+    {ENOENT, "ENOENT"},
+    {ESRCH, "ESRCH"},
+    {EINTR, "EINTR"},
+    {EIO, "EIO"},
+    {ENXIO, "ENXIO"},
+    {E2BIG, "E2BIG"},
+    {ENOEXEC, "ENOEXEC"},
+    {EBADF, "EBADF"},
+    {ECHILD, "ECHILD"},
+    {EAGAIN, "EAGAIN"},
+    {ENOMEM, "ENOMEM"},
+    {EACCES, "EACCES"},
+    {EFAULT, "EFAULT"},
+    {EBUSY, "EBUSY"},
+    {EEXIST, "EEXIST"},
+    {EXDEV, "EXDEV"},
+    {ENODEV, "ENODEV"},
+    {ENOTDIR, "ENOTDIR"},
+    {EISDIR, "EISDIR"},
+    {EINVAL, "EINVAL"},
+    {ENFILE, "ENFILE"},
+    {EMFILE, "EMFILE"},
+    {ENOTTY, "ENOTTY"},
+    {ETXTBSY, "ETXTBSY"},
+    {EFBIG, "EFBIG"},
+    {ENOSPC, "ENOSPC"},
+    {ESPIPE, "ESPIPE"},
+    {EROFS, "EROFS"},
+    {EMLINK, "EMLINK"},
+    {EPIPE, "EPIPE"},
+    {ERANGE, "ERANGE"},
+    {ENAMETOOLONG, "ENAMETOOLONG"},
+    {ENOSYS, "ENOSYS"},
+    {ELOOP, "ELOOP"},
+    {ENOTSOCK, "ENOTSOCK"},
+    {EPROTOTYPE, "EPROTOTYPE"},
+    {ENOPROTOOPT, "ENOPROTOOPT"},
+    {EPROTONOSUPPORT, "EPROTONOSUPPORT"},
+    {ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"},
+    {EOPNOTSUPP, "EOPNOTSUPP"},
+    {ENOTSUP, "ENOTSUP"}, /* same number as EOPNOTSUPP on Linux: a name only, never given */
+    {EPFNOSUPPORT, "EPFNOSUPPORT"},
+    {EAFNOSUPPORT, "EAFNOSUPPORT"},
+    {EADDRINUSE, "EADDRINUSE"},
+    {EADDRNOTAVAIL, "EADDRNOTAVAIL"},
+    {ENETDOWN, "ENETDOWN"},
+    {ENETUNREACH, "ENETUNREACH"},
+    {ECONNABORTED, "ECONNABORTED"},
+    {ECONNRESET, "ECONNRESET"},
+    {ECONNREFUSED, "ECONNREFUSED"},
+    {ETIMEDOUT, "ETIMEDOUT"},
+    {EHOSTUNREACH, "EHOSTUNREACH"},
+};
+
+/* The first entry with that number wins (EOPNOTSUPP before its alias ENOTSUP). */
+const char *a3s_errno_symbol(int errnum)
+{
+    for (size_t i = 0; i < sizeof errno_names / sizeof errno_names[0]; i++)
+        if (errno_names[i].num == errnum)
+            return errno_names[i].name;
+    return NULL;
+}
+
+int a3s_errno_from_symbol(const char *name)
+{
+    if (!name)
+        return -1;
+    for (size_t i = 0; i < sizeof errno_names / sizeof errno_names[0]; i++)
+        if (strcmp(errno_names[i].name, name) == 0)
+            return errno_names[i].num;
+    return -1;
+}

@@ -60,4 +60,9 @@ int a3s_rmtree_at(int dfd, const char *name);
 /* Monotonic milliseconds. */
 unsigned long long a3s_now_ms(void);
 
+/* The one errno name table: the symbolic name of an errno value ("EACCES"), or NULL when
+ * it has none here; and the value of a name (exact spelling, "ENOTSUP" too), or -1. */
+const char *a3s_errno_symbol(int errnum);
+int a3s_errno_from_symbol(const char *name);
+
 #endif

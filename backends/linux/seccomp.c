@@ -133,71 +133,7 @@ typedef struct sc_desc {
 
 typedef int (*sc_emit_fn)(void *ud, const sc_desc *d, a3s_error *err);
 
-/* Small static name tables, so the description does not depend on engine/plan.c. */
-static const char *sc_errno_name(int e)
-{
-    static const struct {
-        int num;
-        const char *name;
-    } t[] = {
-        {EPERM, "EPERM"},
-        {ENOENT, "ENOENT"},
-        {ESRCH, "ESRCH"},
-        {EINTR, "EINTR"},
-        {EIO, "EIO"},
-        {ENXIO, "ENXIO"},
-        {E2BIG, "E2BIG"},
-        {ENOEXEC, "ENOEXEC"},
-        {EBADF, "EBADF"},
-        {ECHILD, "ECHILD"},
-        {EAGAIN, "EAGAIN"},
-        {ENOMEM, "ENOMEM"},
-        {EACCES, "EACCES"},
-        {EFAULT, "EFAULT"},
-        {EBUSY, "EBUSY"},
-        {EEXIST, "EEXIST"},
-        {EXDEV, "EXDEV"},
-        {ENODEV, "ENODEV"},
-        {ENOTDIR, "ENOTDIR"},
-        {EISDIR, "EISDIR"},
-        {EINVAL, "EINVAL"},
-        {ENFILE, "ENFILE"},
-        {EMFILE, "EMFILE"},
-        {ENOTTY, "ENOTTY"},
-        {ETXTBSY, "ETXTBSY"},
-        {EFBIG, "EFBIG"},
-        {ENOSPC, "ENOSPC"},
-        {ESPIPE, "ESPIPE"},
-        {EROFS, "EROFS"},
-        {EMLINK, "EMLINK"},
-        {EPIPE, "EPIPE"},
-        {ERANGE, "ERANGE"},
-        {ENAMETOOLONG, "ENAMETOOLONG"},
-        {ENOSYS, "ENOSYS"},
-        {ENOTSOCK, "ENOTSOCK"},
-        {EPROTOTYPE, "EPROTOTYPE"},
-        {ENOPROTOOPT, "ENOPROTOOPT"},
-        {EPROTONOSUPPORT, "EPROTONOSUPPORT"},
-        {ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"},
-        {EOPNOTSUPP, "EOPNOTSUPP"},
-        {EPFNOSUPPORT, "EPFNOSUPPORT"},
-        {EAFNOSUPPORT, "EAFNOSUPPORT"},
-        {EADDRINUSE, "EADDRINUSE"},
-        {EADDRNOTAVAIL, "EADDRNOTAVAIL"},
-        {ENETDOWN, "ENETDOWN"},
-        {ENETUNREACH, "ENETUNREACH"},
-        {ECONNABORTED, "ECONNABORTED"},
-        {ECONNRESET, "ECONNRESET"},
-        {ECONNREFUSED, "ECONNREFUSED"},
-        {ETIMEDOUT, "ETIMEDOUT"},
-        {EHOSTUNREACH, "EHOSTUNREACH"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (t[i].num == e)
-            return t[i].name;
-    return NULL;
-}
-
+/* Address family names for the description (errno names: a3s_errno_symbol, util.c). */
 static const char *sc_family_name(int f)
 {
     switch (f) {
@@ -599,7 +535,7 @@ static int sc_json_str(json_t *o, const char *key, const char *val)
 
 static int sc_json_errno(json_t *o, int e)
 {
-    const char *name = sc_errno_name(e);
+    const char *name = a3s_errno_symbol(e);
     return json_object_set_new(o, "errno", name ? json_string(name) : json_integer(e));
 }
 

@@ -286,6 +286,23 @@ int main(void)
 
     ok(a3s_rmtree_at(base_fd, "outside") == 0, "cleanup");
     close(base_fd);
+
+    /* The errno name table (cgroup messages, the seccomp description, policy names). */
+    static const int names[] = {EPERM, EACCES, ELOOP, ENOSYS, EAFNOSUPPORT, EHOSTUNREACH};
+    bool round = true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        round = round && a3s_errno_symbol(names[i]) &&
+                a3s_errno_from_symbol(a3s_errno_symbol(names[i])) == names[i];
+    ok(round, "errno names: value -> name -> value");
+    ok_streq(a3s_errno_symbol(EACCES), "EACCES", "errno names: EACCES");
+    ok_streq(a3s_errno_symbol(EOPNOTSUPP), "EOPNOTSUPP", "errno names: EOPNOTSUPP, not ENOTSUP");
+    ok(a3s_errno_from_symbol("ENOTSUP") == ENOTSUP, "errno names: ENOTSUP is a name too");
+    ok(a3s_errno_symbol(0) == NULL && a3s_errno_symbol(-1) == NULL &&
+           a3s_errno_symbol(4095) == NULL,
+       "errno names: none for 0, -1, 4095");
+    ok(a3s_errno_from_symbol(NULL) == -1 && a3s_errno_from_symbol("eacces") == -1 &&
+           a3s_errno_from_symbol("") == -1 && a3s_errno_from_symbol("EACCES ") == -1,
+       "errno names: exact spelling only");
     if (rmdir(base) < 0)
         printf("# cleanup of %s failed\n", base);
     return tap_done();
