@@ -97,14 +97,14 @@ deadline_case() {
   local bg=$!
   # The tree (bwrap, launcher, bash -c) is seen while it runs...
   while [ "$(elapsed_ms "$t0")" -lt 1900 ]; do
-    [ "$(nprocs "bash -c : $m")" -gt 0 ] && { seen=1; break; }
+    [ "$(nprocs "-c -- : $m")" -gt 0 ] && { seen=1; break; }
     sleep 0.05
   done
   check "$name: the sandboxed tree ran" eq "$seen" 1
   sleep "$(python3 -c "print(max(0.0, 3.5 - $(elapsed_ms "$t0") / 1000))")"
   # ... and is gone after the deadline, while the reader still sleeps.
   check "$name: the tree died at the deadline, the reader still asleep ($(elapsed_ms "$t0") ms)" \
-    eq "$(nprocs "bash -c : $m")" 0
+    eq "$(nprocs "-c -- : $m")" 0
   wait "$bg"
   check "$name: exit 124" eq "$(cat "$rcf")" 124
   check "$name: the reader got the output" test "$(cat "$cnt")" -gt "$prefill"
