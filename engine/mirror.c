@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -23,8 +25,11 @@ int a3s_mirror_open(a3s_mirror *m, int out_fd, int err_fd, size_t cap)
     *m = (a3s_mirror){.fd = {out_fd, err_fd}, .wfd = {-1, -1}};
     for (int k = 0; k < 2; k++) {
         struct stat st;
-        if (m->fd[k] < 0 || fstat(m->fd[k], &st) < 0)
+        int fl = m->fd[k] >= 0 ? fcntl(m->fd[k], F_GETFL) : -1;
+        if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY || (fl & O_PATH) || fstat(m->fd[k], &st) < 0) {
+            m->fd[k] = -1; /* not open for writing: nothing to mirror to */
             continue;
+        }
         if (S_ISSOCK(st.st_mode)) {
             m->sock[k] = true;
         } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
@@ -34,6 +39,7 @@ int a3s_mirror_open(a3s_mirror *m, int out_fd, int err_fd, size_t cap)
             char path[64];
             snprintf(path, sizeof path, "/proc/self/fd/%d", m->fd[k]);
             m->wfd[k] = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+            m->small[k] = m->wfd[k] < 0;
         }
     }
     if (!(m->buf = malloc(cap))) {
@@ -53,6 +59,24 @@ void a3s_mirror_close(a3s_mirror *m)
     m->buf = NULL;
 }
 
+/* A pipe or terminal we may not open again (owned by another user: `su` from a root
+ * terminal): a terminal that polls writable may still have room for one byte only, so a
+ * blocking write could sleep past the deadline. The caller's file description is made
+ * non-blocking for this one write and restored at once (another process sharing it sees
+ * that only for the duration of the call). */
+static ssize_t write_briefly_nonblocking(int fd, const char *p, size_t n)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+        return -1;
+    ssize_t w = a3s_write_nosigpipe(fd, p, n);
+    int saved = errno;
+    if (!(fl & O_NONBLOCK))
+        (void)fcntl(fd, F_SETFL, fl);
+    errno = saved;
+    return w;
+}
+
 static ssize_t mirror_write(const a3s_mirror *m, int k, const char *p, size_t n)
 {
     if (m->sock[k]) {
@@ -62,10 +86,25 @@ static ssize_t mirror_write(const a3s_mirror *m, int k, const char *p, size_t n)
         while (w < 0 && errno == EINTR);
         return w;
     }
+    /* A background job writing to its terminal with TOSTOP set would be stopped by
+     * SIGTTOU (the whole host process, and with it the deadline): with SIGTTOU blocked
+     * the kernel lets the write through instead. */
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    if (pthread_sigmask(SIG_BLOCK, &ttou, &old) != 0)
+        return -1;
+    ssize_t w;
     if (m->wfd[k] >= 0)
-        return a3s_write_nosigpipe(m->wfd[k], p, n);
-    /* Regular files and devices we could not reopen: at most PIPE_BUF at a time. */
-    return a3s_write_nosigpipe(m->fd[k], p, n > PIPE_BUF ? PIPE_BUF : n);
+        w = a3s_write_nosigpipe(m->wfd[k], p, n);
+    else if (!m->small[k])
+        w = a3s_write_nosigpipe(m->fd[k], p, n); /* a regular file: does not block */
+    else
+        w = write_briefly_nonblocking(m->fd[k], p, n > PIPE_BUF ? PIPE_BUF : n);
+    int saved = errno;
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return w;
 }
 
 /* Other write errors than a gone reader end mirroring of that fd (the capture still has

@@ -436,7 +436,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
     /* The first holder keeps the workspace root's mode and ACLs for the holders to
      * restore; a record left by dead holders is their original: restored first. */
     if (!alive) {
-        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
+        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true, workspace);
         if (a3s_wsattrs_keep(pins->statefd, pins->key, pins->wsfd, workspace, err) < 0) {
             a3s_pinrec_free(&rec);
             a3s_stale_lock_close(lockfd);
@@ -496,7 +496,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         pins->lockfd = lockfd;
     } else {
         if (!alive) {
-            (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
+            (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true, workspace);
             if (rec.n == 0)
                 forget_workspace(pins->statefd, pins->key, lockfd);
         }
@@ -532,14 +532,14 @@ void a3s_pins_release(a3s_pins *pins)
     if (pins->lockfd >= 0 && range_lock(pins->lockfd, F_WRLCK, MUTEX_BYTE, true) == 0) {
         (void)range_lock(pins->lockfd, F_UNLCK, HOLDER_BYTE, false);
         /* What this run's command did to the root goes now, other holders or not. */
-        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, false);
+        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, false, NULL);
         struct a3s_pin_record rec;
         /* Last one out removes the pins; an unreadable record keeps them (fail safe). */
         if (!others_hold(pins->lockfd) && a3s_pinrec_read(pins->statefd, pins->key, &rec, NULL) == 0) {
             for (size_t i = 0; i < rec.n; i++)
                 pin_remove(pins->wsfd, &rec.v[i]);
             a3s_pinrec_free(&rec);
-            (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true);
+            (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true, NULL);
             forget_workspace(pins->statefd, pins->key, pins->lockfd);
         }
     }
@@ -611,7 +611,7 @@ static void sweep_key(int statefd, const char *key)
     char attrs[FILE_MAX];
     struct stat ast;
     a3s_pinrec_key_file(attrs, key, ".attrs");
-    (void)a3s_wsattrs_restore(statefd, key, -1, true);
+    (void)a3s_wsattrs_restore(statefd, key, -1, true, NULL);
     if (fstatat(statefd, attrs, &ast, AT_SYMLINK_NOFOLLOW) == 0)
         forget = false;
     if (forget)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -99,7 +100,34 @@ int a3s_wsattrs_keep(int statefd, const char *key, int wsfd, const char *ws_path
     return 0;
 }
 
-bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop)
+/* Put back what a command may have widened, never widening anything itself: the mode
+ * becomes the current one without the bits the record lacks (an owner's later chmod 700
+ * stays), and an ACL that differs from the recorded one is removed (whether a command
+ * added it or an owner changed it, what remains grants no more than the mode). */
+static void apply_narrowing(int wsfd, a3s_ws_attrs *a)
+{
+    static const char *const names[2] = {"system.posix_acl_access", "system.posix_acl_default"};
+    for (int i = 0; i < 2; i++) {
+        char buf[4096];
+        ssize_t n = fgetxattr(wsfd, names[i], buf, sizeof buf);
+        bool same = a->acl[i] ? n == (ssize_t)a->acl_len[i] && !memcmp(buf, a->acl[i], (size_t)n)
+                              : n < 0 && errno == ENODATA;
+        if (!same && (n >= 0 || errno == ERANGE))
+            (void)fremovexattr(wsfd, names[i]);
+        free(a->acl[i]);
+        a->acl[i] = NULL;
+    }
+    /* After the ACLs: removing an access ACL rewrites the group bits of the mode. */
+    struct stat now;
+    if (fstat(wsfd, &now) == 0) {
+        mode_t cur = now.st_mode & 07777, want = cur & a->mode;
+        if (want != cur)
+            (void)fchmod(wsfd, want);
+    }
+}
+
+bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop,
+                         const char *ws_path)
 {
     char name[128];
     file_name(name, sizeof name, key, ".attrs");
@@ -146,16 +174,19 @@ bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop)
             ok = false; /* moved or gone: the record stays for an acquire there */
         wsfd = own;
     }
-    if (ok) {
+    /* A record of another directory that had the same device and inode (the recorded
+     * one was removed, its inode reused): dropped, never applied here. */
+    bool other = ok && ws_path && (strlen(ws_path) != plen || memcmp(ws_path, path, plen) != 0);
+    if (ok && !other) {
         a.known = true;
         a.mode = (mode_t)mode;
-        a3s_ws_attrs_restore(wsfd, &a); /* frees the ACL copies */
-        if (drop)
-            (void)unlinkat(statefd, name, 0);
+        apply_narrowing(wsfd, &a);
     } else {
         free(a.acl[0]);
         free(a.acl[1]);
     }
+    if ((ok && drop) || other)
+        (void)unlinkat(statefd, name, 0);
     free(path);
     if (own >= 0)
         close(own);

@@ -16,9 +16,12 @@
  * workspace path, for the sweep), replacing any record. */
 int a3s_wsattrs_keep(int statefd, const char *key, int wsfd, const char *ws_path,
                      a3s_error *err);
-/* Restore the recorded attributes (if any) to wsfd; drop: and the record. wsfd < 0: the
+/* Put back (narrowing only: see wsattrs.c) the recorded attributes, if any, on wsfd;
+ * drop: and remove the record. ws_path (may be NULL): a record made for another path
+ * (a reused inode) is removed and not applied. wsfd < 0: the
  * workspace is opened at the recorded path and must have the key's identity (else the
  * record stays). Returns whether a record was there. */
-bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop);
+bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop,
+                         const char *ws_path);
 
 #endif

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -281,6 +282,13 @@ static bool write_out(int fd, const char *p, size_t n)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* Someone else made the shared file description non-blocking: wait for
+                 * room instead of cutting the output short. */
+                struct pollfd pf = {fd, POLLOUT, 0};
+                (void)poll(&pf, 1, -1);
+                continue;
+            }
             return errno != EPIPE;
         }
         p += w;
@@ -468,6 +476,18 @@ static int exit_status(const a3s_result *r)
 
 int main(int argc, char **argv)
 {
+    /* A closed 0, 1 or 2 would be taken by the next fd we open (the signal pipe), and
+     * then read as stdin or written as output: they become /dev/null first (remembered:
+     * a closed output is not mirrored). */
+    bool closed_std[3];
+    for (int fd = 0; fd < 3; fd++) {
+        closed_std[fd] = fcntl(fd, F_GETFD) < 0;
+        if (closed_std[fd]) {
+            int nfd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+            if (nfd != fd)
+                return EXIT_REFUSED; /* cannot happen: the lowest free fd is this one */
+        }
+    }
     cli c;
     memset(&c, 0, sizeof c);
     json_errors = argv_wants_json(argc, argv);
@@ -555,13 +575,13 @@ int main(int argc, char **argv)
         req.timeout_ms = c.has_timeout ? (int64_t)ceil(c.timeout_s * 1000.0) : -1;
         req.env = c.env;
         /* Forward our stdin when we have one; a closed fd 0 becomes /dev/null. */
-        req.stdin_fd = fcntl(0, F_GETFD) >= 0 ? 0 : -1;
+        req.stdin_fd = closed_std[0] ? -1 : 0;
         /* The library prints the output live, never blocking past the deadline; when our
          * reader goes away (yes | head -1) it kills the tree: exit 141, like a shell. */
         if (!c.json) {
             req.mirror = true;
-            req.mirror_fd[0] = 1;
-            req.mirror_fd[1] = 2;
+            req.mirror_fd[0] = closed_std[1] ? -1 : 1;
+            req.mirror_fd[1] = closed_std[2] ? -1 : 2;
         }
         install_signal_pipe();
         req.cancel_fd = sig_pipe[0];
@@ -597,6 +617,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");
             }
             rc = closed ? EXIT_OUTPUT_CLOSED : exit_status(&r);
+            if (got_signal) /* it came while the rest of the output was being written */
+                rc = 128 + got_signal;
             a3s_result_free(&r);
         }
     }

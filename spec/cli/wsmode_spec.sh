@@ -36,4 +36,16 @@ touch "$ws/a-ended"
 wait "$b"
 check "overlap: after both ended the root is 0755 (what the first run saw)" \
   eq "$(stat -c %a "$ws")" 755
+# --- the owner tightens the mode while a run goes on: that stays ------------------------------
+ws=$(tmpdir)
+chmod 0755 "$ws"
+"$A3S" -w "$ws" -t 60 -c 'touch started; while [ ! -e go ]; do sleep 0.05; done' \
+  >/dev/null 2>&1 </dev/null &
+a=$!
+wait_for "$ws/started"
+chmod 0700 "$ws"
+touch "$ws/go"
+wait "$a"
+check "the owner's chmod 700 during a run is not undone (restores only narrow)" \
+  eq "$(stat -c %a "$ws")" 700
 finish
