@@ -487,9 +487,40 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     if (push_path_list(&sb->search_path, host_getenv(sb, "A3S_SANDBOX_POLICY_PATH")) < 0)
         goto oom;
 
+    /* A policy directory the command can write is not a policy directory: a run could
+     * rewrite what the next one enforces. Such entries leave the search path. */
+    size_t keep = 0;
+    for (size_t i = 0; i < sb->search_path.n; i++) {
+        char *real = realpath(sb->search_path.v[i], NULL);
+        bool inside = real && a3s_path_within(real, sb->workspace);
+        free(real);
+        if (inside)
+            free(sb->search_path.v[i]);
+        else
+            sb->search_path.v[keep++] = sb->search_path.v[i];
+    }
+
+    bool dropped = keep < sb->search_path.n;
+    sb->search_path.n = keep;
+    if (sb->search_path.v)
+        sb->search_path.v[keep] = NULL;
     if (a3s_policy_resolve(opts->policy ? opts->policy : "baseline",
-                           (const char *const *)sb->search_path.v, &sb->src, err) < 0)
+                           (const char *const *)sb->search_path.v, &sb->src, err) < 0) {
+        if (dropped && err && strlen(err->msg) + 120 < sizeof err->msg)
+            strcat(err->msg, " (policy directories inside the workspace are not searched: "
+                             "set A3S_SANDBOX_POLICY_PATH to a copy outside it)");
         goto fail;
+    }
+    char *policy_real = realpath(sb->src.path, NULL);
+    bool policy_inside = policy_real && a3s_path_within(policy_real, sb->workspace);
+    free(policy_real);
+    if (policy_inside) {
+        a3s_fail(err, A3S_ERR_POLICY,
+                 "policy file %s lies inside the workspace %s, where the command could "
+                 "rewrite what the next run enforces: keep policies outside the workspace",
+                 sb->src.path, sb->workspace);
+        goto fail;
+    }
 
     /* Evaluate once now so that a broken policy fails at construction. */
     if (!opts->defer_policy) {

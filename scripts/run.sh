@@ -18,4 +18,9 @@ install -m 0755 "$build/a3s-sandbox-launch" "$build/a3s-sandbox-relay" \
 export A3S_SANDBOX_LAUNCHER=${A3S_SANDBOX_LAUNCHER:-$stage/a3s-sandbox-launch}
 export A3S_SANDBOX_RELAY=${A3S_SANDBOX_RELAY:-$stage/a3s-sandbox-relay}
 export A3S_SANDBOX_MEDIATOR=${A3S_SANDBOX_MEDIATOR:-$stage/a3s-sandbox-mediator}
+# The policies too: a policy directory inside the workspace is not searched (the command
+# could rewrite what the next run enforces). A fresh copy each time.
+rm -rf "$stage/policies"
+cp -R "$here/policies" "$stage/policies"
+export A3S_SANDBOX_POLICY_PATH=${A3S_SANDBOX_POLICY_PATH:+$A3S_SANDBOX_POLICY_PATH:}$stage/policies
 exec "$build/a3s-sandbox" "$@"
