@@ -112,9 +112,17 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
         if (l->keep[i].target > max_target)
             max_target = l->keep[i].target;
     }
-    /* Everything else is closed at exec: CLOEXEC on the whole range keeps err_fd usable
-     * until execve succeeds. */
-    if (syscall(SYS_close_range, (unsigned)max_target + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    /* Join the quota cgroups before anything else runs: "0" means this process. */
+    for (size_t i = 0; i < l->ncgroup_fds; i++)
+        if (write(l->cgroup_fds[i], "0", 1) != 1)
+            child_fail(err_fd, 10);
+    /* Everything else is closed now, not only at exec: the caller's descriptors include
+     * lock-holding ones (the run record, stale.h) that must not look alive in this child
+     * a moment longer than the caller. err_fd (one of our high copies) stays until
+     * execve succeeds (CLOEXEC). */
+    if ((err_fd > max_target + 1 &&
+         syscall(SYS_close_range, (unsigned)max_target + 1, (unsigned)err_fd - 1, 0) < 0) ||
+        syscall(SYS_close_range, (unsigned)err_fd + 1, ~0U, 0) < 0)
         child_fail(err_fd, 6);
 
     if (l->nofile > 0) {
@@ -132,10 +140,6 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
         if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
             child_fail(err_fd, 7);
     }
-    /* Join the quota cgroups before anything else runs: "0" means this process. */
-    for (size_t i = 0; i < l->ncgroup_fds; i++)
-        if (write(l->cgroup_fds[i], "0", 1) != 1)
-            child_fail(err_fd, 10);
     if (l->cwd && chdir(l->cwd) < 0)
         child_fail(err_fd, 8);
     execve(l->path, l->argv, l->envp);
