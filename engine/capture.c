@@ -170,6 +170,16 @@ static size_t ring_collect(const a3s_capture *c, unsigned char stream, char *dst
     return n;
 }
 
+size_t a3s_capture_head(const a3s_capture *c, int stream, const char **p)
+{
+    if (!c || (stream != 1 && stream != 2)) {
+        *p = NULL;
+        return 0;
+    }
+    *p = (const char *)c->head[stream - 1];
+    return c->head_len[stream - 1];
+}
+
 int a3s_capture_render(const a3s_capture *c, int stream, char **out, size_t *out_len,
                        char **rest, size_t *rest_len)
 {

@@ -33,6 +33,9 @@ bool a3s_capture_truncated(const a3s_capture *c);
 int a3s_capture_render(const a3s_capture *c, int stream, char **out, size_t *out_len,
                        char **rest, size_t *rest_len);
 
+/* The head bytes kept for one stream (raw, in the capture); returns their length. */
+size_t a3s_capture_head(const a3s_capture *c, int stream, const char **p);
+
 /* Lossy UTF-8 decoding of arbitrary bytes (malloc'd, NUL-terminated). */
 char *a3s_utf8_lossy(const char *data, size_t len, size_t *out_len);
 

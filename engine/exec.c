@@ -748,6 +748,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             }
         }
     }
+    o->mirror_deferred[0] = m.deferred[0];
+    o->mirror_deferred[1] = m.deferred[1];
     /* The tree is gone: what its reader has not taken yet goes to the caller, who
      * writes it once everything of the run is released. */
     if (m.len > m.off && (o->mirror_pending = malloc(m.len - m.off)) != NULL) {

@@ -87,6 +87,9 @@ typedef struct a3s_outcome {
     char *mirror_pending;
     size_t mirror_pending_len;
     int mirror_pending_stream;
+    /* Streams not mirrored live (a pipe or terminal that could not be reopened
+     * non-blocking): the caller writes their whole rendering once the tree is gone. */
+    bool mirror_deferred[2];
     /* The launcher said it could not start the command ("E<errno>\n" after "S"): the
      * sandbox never ran it, whatever else happened. */
     bool launch_failed;

@@ -39,7 +39,14 @@ int a3s_mirror_open(a3s_mirror *m, int out_fd, int err_fd, size_t cap)
             char path[64];
             snprintf(path, sizeof path, "/proc/self/fd/%d", m->fd[k]);
             m->wfd[k] = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-            m->small[k] = m->wfd[k] < 0;
+            if (m->wfd[k] < 0) {
+                /* One we may not open again (a terminal of another user: `su`): no write
+                 * to it is safe while the deadline runs (a terminal that polls writable
+                 * may have room for one byte), and its flags are shared: the whole
+                 * stream is written once the tree is gone. */
+                m->deferred[k] = true;
+                m->fd[k] = -1;
+            }
         }
     }
     if (!(m->buf = malloc(cap))) {
@@ -57,24 +64,6 @@ void a3s_mirror_close(a3s_mirror *m)
     m->wfd[0] = m->wfd[1] = -1;
     free(m->buf);
     m->buf = NULL;
-}
-
-/* A pipe or terminal we may not open again (owned by another user: `su` from a root
- * terminal): a terminal that polls writable may still have room for one byte only, so a
- * blocking write could sleep past the deadline. The caller's file description is made
- * non-blocking for this one write and restored at once (another process sharing it sees
- * that only for the duration of the call). */
-static ssize_t write_briefly_nonblocking(int fd, const char *p, size_t n)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
-        return -1;
-    ssize_t w = a3s_write_nosigpipe(fd, p, n);
-    int saved = errno;
-    if (!(fl & O_NONBLOCK))
-        (void)fcntl(fd, F_SETFL, fl);
-    errno = saved;
-    return w;
 }
 
 static ssize_t mirror_write(const a3s_mirror *m, int k, const char *p, size_t n)
@@ -97,10 +86,8 @@ static ssize_t mirror_write(const a3s_mirror *m, int k, const char *p, size_t n)
     ssize_t w;
     if (m->wfd[k] >= 0)
         w = a3s_write_nosigpipe(m->wfd[k], p, n);
-    else if (!m->small[k])
-        w = a3s_write_nosigpipe(m->fd[k], p, n); /* a regular file: does not block */
     else
-        w = write_briefly_nonblocking(m->fd[k], p, n > PIPE_BUF ? PIPE_BUF : n);
+        w = a3s_write_nosigpipe(m->fd[k], p, n); /* a regular file: does not block */
     int saved = errno;
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = saved;
@@ -140,8 +127,15 @@ int a3s_mirror_step(a3s_mirror *m, int k, short revents)
 int a3s_mirror_drain(int fd, const char *p, size_t n, int cancel_fd)
 {
     a3s_mirror m;
-    if (a3s_mirror_open(&m, fd, -1, 1) < 0)
+    if (a3s_mirror_open(&m, fd, -1, 1) < 0 || m.fd[0] < 0) {
+        /* Could not be reopened non-blocking: the tree is gone, a blocking write is
+         * only the caller's own wait now. */
+        bool deferred = m.deferred[0];
+        a3s_mirror_close(&m);
+        if (!deferred)
+            return 0;
         return a3s_write_all_nosigpipe(fd, p, n) < 0 && reader_gone(errno) ? -1 : 0;
+    }
     int rc = 0;
     while (n > 0) {
         struct pollfd pf[2] = {{fd, POLLOUT, 0}, {cancel_fd, POLLIN, 0}};

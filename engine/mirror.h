@@ -12,7 +12,7 @@ typedef struct a3s_mirror {
     int fd[2];     /* stdout, stderr targets (the caller's); -1: not mirrored (any more) */
     int wfd[2];    /* what is written to: a private non-blocking reopen, or -1 (fd) */
     bool sock[2];  /* fd is a socket: send(MSG_DONTWAIT) instead */
-    bool small[2]; /* a pipe or terminal not reopened: non-blocking only for each write */
+    bool deferred[2]; /* a pipe or terminal we may not reopen: written after the run */
     bool wrote[2]; /* the command wrote to this stream */
     char *buf;     /* the one chunk waiting for its reader */
     size_t len, off;

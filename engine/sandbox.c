@@ -408,6 +408,22 @@ int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *expected_di
     return install_grants(sb, set, n, expected_digest, new_digest, err);
 }
 
+/* A policy file the command can write is refused: a run could rewrite what the next one
+ * enforces. */
+static int policy_outside_workspace(const a3s_sandbox *sb, const a3s_policy_src *src,
+                                    a3s_error *err)
+{
+    char *real = realpath(src->path, NULL);
+    bool inside = real && a3s_path_within(real, sb->workspace);
+    free(real);
+    if (inside)
+        return a3s_fail(err, A3S_ERR_POLICY,
+                        "policy file %s lies inside the workspace %s, where the command could "
+                        "rewrite what the next run enforces: keep policies outside the workspace",
+                        src->path, sb->workspace);
+    return 0;
+}
+
 a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
 {
     a3s_options none = {0};
@@ -511,16 +527,8 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
                              "set A3S_SANDBOX_POLICY_PATH to a copy outside it)");
         goto fail;
     }
-    char *policy_real = realpath(sb->src.path, NULL);
-    bool policy_inside = policy_real && a3s_path_within(policy_real, sb->workspace);
-    free(policy_real);
-    if (policy_inside) {
-        a3s_fail(err, A3S_ERR_POLICY,
-                 "policy file %s lies inside the workspace %s, where the command could "
-                 "rewrite what the next run enforces: keep policies outside the workspace",
-                 sb->src.path, sb->workspace);
+    if (policy_outside_workspace(sb, &sb->src, err) < 0)
         goto fail;
-    }
 
     /* Evaluate once now so that a broken policy fails at construction. */
     if (!opts->defer_policy) {
@@ -1092,13 +1100,18 @@ static int record_cgroup(void *ud, const char *path, a3s_error *err)
 /* What the mirror's reader has not taken yet, then the rest of each stream (marker and
  * tail). Called once the tree is gone and everything of the run is released: the
  * caller's reader may take its time (a pager), nothing of the run waits for it. */
-static void mirror_finish(const a3s_exec_request *req, const a3s_outcome *o, a3s_result *r)
+static void mirror_finish(const a3s_exec_request *req, const a3s_outcome *o, a3s_result *r,
+                          char *const dhead[2], const size_t dlen[2])
 {
-    const char *part[3] = {o->mirror_pending, r->stdout_rest, r->stderr_rest};
-    size_t len[3] = {o->mirror_pending_len, r->stdout_rest_len, r->stderr_rest_len};
-    int fd[3] = {o->mirror_pending_stream == 2 ? req->mirror_fd[1] : req->mirror_fd[0],
-                 req->mirror_fd[0], req->mirror_fd[1]};
-    for (int k = 0; k < 3 && !r->output_closed; k++) {
+    /* What the live mirror still held, then each stream: its head first when it was not
+     * mirrored live (deferred), then the rest (marker, tail). */
+    const char *part[5] = {o->mirror_pending, dhead[0], r->stdout_rest, dhead[1],
+                           r->stderr_rest};
+    size_t len[5] = {o->mirror_pending_len, dlen[0], r->stdout_rest_len, dlen[1],
+                     r->stderr_rest_len};
+    int fd[5] = {o->mirror_pending_stream == 2 ? req->mirror_fd[1] : req->mirror_fd[0],
+                 req->mirror_fd[0], req->mirror_fd[0], req->mirror_fd[1], req->mirror_fd[1]};
+    for (int k = 0; k < 5 && !r->output_closed; k++) {
         if (fd[k] < 0 || !part[k] || len[k] == 0)
             continue;
         int rc = a3s_mirror_drain(fd[k], part[k], len[k], req->cancel_fd);
@@ -1182,6 +1195,8 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .pid_ud = pp.rec,
     };
     char *argv_buf[8];
+    char *dhead[2] = {NULL, NULL}; /* heads of streams mirrored after the run (deferred) */
+    size_t dlen[2] = {0, 0};
     char **bargv = NULL;
     char fdnum[16];
 
@@ -1327,6 +1342,14 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     if (frc < 0)
         goto out;
     r->output_closed = o.output_closed;
+    for (int k = 0; k < 2; k++) {
+        const char *hp;
+        size_t hn = o.mirror_deferred[k] ? a3s_capture_head(o.cap, k + 1, &hp) : 0;
+        if (hn > 0 && (dhead[k] = malloc(hn)) != NULL) {
+            memcpy(dhead[k], hp, hn);
+            dlen[k] = hn;
+        }
+    }
     if (r->timed_out)
         a3s_audit_emit(au, "process", "deny", "timeout", "<process-tree>", NULL);
     if (r->truncated)
@@ -1360,7 +1383,9 @@ out:
     a3s_capture_free(o.cap);
     prepared_free(&pp);
     if (rc == A3S_OK && req->mirror)
-        mirror_finish(req, &o, r);
+        mirror_finish(req, &o, r, dhead, dlen);
+    free(dhead[0]);
+    free(dhead[1]);
     free(o.mirror_pending);
     if (rc == A3S_OK && r->output_closed)
         a3s_audit_emit(au, "output", "deny", "output-closed", "<output>", NULL);
@@ -1628,6 +1653,10 @@ int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_b
     a3s_policy_src next_src = {0};
     if (a3s_policy_resolve(policy, (const char *const *)sb->search_path.v, &next_src, err) < 0)
         return err ? err->code : A3S_ERR_POLICY;
+    if (policy_outside_workspace(sb, &next_src, err) < 0) {
+        a3s_policy_src_free(&next_src);
+        return err ? err->code : A3S_ERR_POLICY;
+    }
     /* Both evaluated against one context, so only the policies differ. */
     char *scratch = NULL;
     a3s_plan *cur = NULL, *next = NULL;

@@ -100,10 +100,9 @@ int a3s_wsattrs_keep(int statefd, const char *key, int wsfd, const char *ws_path
     return 0;
 }
 
-/* Put back what a command may have widened, never widening anything itself: the mode
- * becomes the current one without the bits the record lacks (an owner's later chmod 700
- * stays), and an ACL that differs from the recorded one is removed (whether a command
- * added it or an owner changed it, what remains grants no more than the mode). */
+/* Put back what a command may have changed: the ACLs as recorded (a command that removed
+ * one would otherwise leave its mask as the group's permission), then the mode as the
+ * current one without the bits the record lacks (an owner's later chmod 700 stays). */
 static void apply_narrowing(int wsfd, a3s_ws_attrs *a)
 {
     static const char *const names[2] = {"system.posix_acl_access", "system.posix_acl_default"};
@@ -112,7 +111,9 @@ static void apply_narrowing(int wsfd, a3s_ws_attrs *a)
         ssize_t n = fgetxattr(wsfd, names[i], buf, sizeof buf);
         bool same = a->acl[i] ? n == (ssize_t)a->acl_len[i] && !memcmp(buf, a->acl[i], (size_t)n)
                               : n < 0 && errno == ENODATA;
-        if (!same && (n >= 0 || errno == ERANGE))
+        if (!same && a->acl[i])
+            (void)fsetxattr(wsfd, names[i], a->acl[i], a->acl_len[i], 0);
+        else if (!same && (n >= 0 || errno == ERANGE))
             (void)fremovexattr(wsfd, names[i]);
         free(a->acl[i]);
         a->acl[i] = NULL;

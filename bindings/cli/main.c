@@ -274,19 +274,24 @@ static bool truthy(const char *v)
     return false;
 }
 
+static int sig_pipe[2];
+static volatile sig_atomic_t got_signal;
+
 /* Returns false when the reader went away (EPIPE: SIGPIPE is ignored here). */
 static bool write_out(int fd, const char *p, size_t n)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
+        if (got_signal)
+            return false; /* a signal ends the wait for our reader (exit 128+N) */
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 /* Someone else made the shared file description non-blocking: wait for
-                 * room instead of cutting the output short. */
-                struct pollfd pf = {fd, POLLOUT, 0};
-                (void)poll(&pf, 1, -1);
+                 * room (or a signal) instead of cutting the output short. */
+                struct pollfd pf[2] = {{fd, POLLOUT, 0}, {sig_pipe[0], POLLIN, 0}};
+                (void)poll(pf, sig_pipe[0] >= 0 ? 2 : 1, -1);
                 continue;
             }
             return errno != EPIPE;
@@ -440,7 +445,6 @@ static int fail(const char *what, const a3s_error *err)
 /* Signals that end the CLI end the sandboxed tree first (through the library's cancel
  * fd), so pins and the scratch dir are released instead of leaked. */
 static int sig_pipe[2] = {-1, -1};
-static volatile sig_atomic_t got_signal;
 
 static void on_signal(int sig)
 {
