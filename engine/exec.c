@@ -714,7 +714,11 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             if (exited)
                 exit_ms = a3s_now_ms();
         }
-        if (idx_t >= 0 && (pf[idx_t].revents & POLLIN)) {
+        uint64_t expirations = 0;
+        /* A timer re-armed in this very iteration (the "S" byte came with its setup
+         * bound's expiry) has no expiration left to read: that event is stale. */
+        if (idx_t >= 0 && (pf[idx_t].revents & POLLIN) &&
+            read(tfd, &expirations, sizeof expirations) == (ssize_t)sizeof expirations) {
             killed = true;
             if (setup_phase)
                 o->setup_timed_out = true; /* the command never started */
