@@ -28,13 +28,13 @@ for p in os.listdir("/proc"):
     except OSError:
         continue
     procs[int(p)] = (int(f[1]), f[19], f[0])  # ppid, starttime, state
-todo, seen = [int(sys.argv[1])], []
-while todo:
-    parent = todo.pop()
+queue, seen = [int(sys.argv[1])], []
+while queue:
+    parent = queue.pop()
     for pid, (ppid, start, _) in procs.items():
         if ppid == parent:
             seen.append("%d %s" % (pid, start))
-            todo.append(pid)
+            queue.append(pid)
 print("\n".join(seen))
 PY
 # true while PID (with that start time) exists and is not a zombie
