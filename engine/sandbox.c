@@ -41,6 +41,7 @@
 #include "policy_runtime.h"
 #include "scan.h"
 #include "update.h"
+#include "rmtree.h"
 #include "stale.h"
 #include "a3s_seccomp.h"
 #include "util.h"

@@ -50,13 +50,6 @@ bool a3s_path_within(const char *p, const char *root);
 /* number of components of a clean path ("/" = 0, "/a/b" = 2) */
 int a3s_path_depth(const char *p);
 
-/* Remove `name` under dfd (a file or a whole tree) without following symlinks;
- * directories the command made unreadable are chmod'ed and retried. No depth limit, no
- * recursion, a few fds whatever the depth. Never enters another mount (nor removes a
- * `name` that is a mount point); everything else still goes. Best effort on individual
- * entries; returns -1 if anything could not be removed. */
-int a3s_rmtree_at(int dfd, const char *name);
-
 /* Monotonic milliseconds. */
 unsigned long long a3s_now_ms(void);
 

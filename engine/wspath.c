@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #ifndef O_PATH
@@ -213,53 +212,4 @@ out:
     free(w.canon);
     free(abs);
     return rc;
-}
-
-static const char *const acl_names[2] = {"system.posix_acl_access", "system.posix_acl_default"};
-
-void a3s_ws_attrs_save(int wsfd, a3s_ws_attrs *a)
-{
-    memset(a, 0, sizeof *a);
-    struct stat st;
-    if (fstat(wsfd, &st) < 0)
-        return;
-    a->known = true;
-    a->mode = st.st_mode & 07777;
-    for (int i = 0; i < 2; i++) {
-        ssize_t n = fgetxattr(wsfd, acl_names[i], NULL, 0);
-        if (n <= 0)
-            continue; /* none (ENODATA), or not supported here */
-        char *v = malloc((size_t)n);
-        if (v && (n = fgetxattr(wsfd, acl_names[i], v, (size_t)n)) > 0) {
-            a->acl[i] = v;
-            a->acl_len[i] = (size_t)n;
-        } else {
-            free(v);
-        }
-    }
-}
-
-void a3s_ws_attrs_restore(int wsfd, a3s_ws_attrs *a)
-{
-    if (!a->known)
-        return;
-    for (int i = 0; i < 2; i++) {
-        char buf[4096];
-        ssize_t n = fgetxattr(wsfd, acl_names[i], buf, sizeof buf);
-        bool same = a->acl[i] ? n == (ssize_t)a->acl_len[i] && !memcmp(buf, a->acl[i], (size_t)n)
-                              : n < 0 && errno == ENODATA;
-        if (same)
-            continue;
-        if (a->acl[i])
-            (void)fsetxattr(wsfd, acl_names[i], a->acl[i], a->acl_len[i], 0);
-        else
-            (void)fremovexattr(wsfd, acl_names[i]);
-    }
-    /* After the ACLs: setting an access ACL rewrites the group bits of the mode. */
-    struct stat now;
-    if (fstat(wsfd, &now) == 0 && (now.st_mode & 07777) != a->mode)
-        (void)fchmod(wsfd, a->mode);
-    for (int i = 0; i < 2; i++)
-        free(a->acl[i]);
-    memset(a, 0, sizeof *a);
 }

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 /* Fixed fds, default addresses, exit status: shared with the supervisor. */
-#include "../backends/linux/protocol.h"
+#include "protocol.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

@@ -19,6 +19,7 @@
 #include "audit.h"
 #include "json.h"
 #include "tap.h"
+#include "rmtree.h"
 #include "util.h"
 
 static char root[PATH_MAX];

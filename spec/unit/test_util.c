@@ -1,4 +1,4 @@
-/* Unit tests of a3s_rmtree_at (engine/util.c), the removal of scratch directories whose
+/* Unit tests of a3s_rmtree_at (backends/linux/rmtree.c), the removal of scratch directories whose
  * whole content the sandboxed command chose: no depth limit (chains 5000 and 100000
  * deep), a bounded number of fds (the removal runs under a tiny RLIMIT_NOFILE),
  * directories and files without permissions, many entries, special files, symlinks that
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "rmtree.h"
 #include "util.h"
 
 #define NOBODY 65534

@@ -27,7 +27,7 @@
 #include "util.h"
 
 /* Its fixed fds and exit statuses: shared with the library (engine/medproc.c). */
-#include "../backends/linux/protocol.h"
+#include "protocol.h"
 
 #define PROG "a3s-sandbox-mediator"
 

@@ -9,6 +9,8 @@
 #define A3S_WSATTRS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 #include "a3s_sandbox.h"
 
@@ -23,5 +25,20 @@ int a3s_wsattrs_keep(int statefd, const char *key, int wsfd, const char *ws_path
  * record stays). Returns whether a record was there. */
 bool a3s_wsattrs_restore(int statefd, const char *key, int wsfd, bool drop,
                          const char *ws_path);
+
+/* The workspace root's permissions as they were before a run: its mode and its POSIX
+ * ACLs (access and default). A command may change them (a 0777 workspace, or a default
+ * ACL that makes what host tools create there writable by others); they are restored
+ * afterwards. */
+typedef struct a3s_ws_attrs {
+    bool known;
+    mode_t mode;
+    char *acl[2]; /* system.posix_acl_access, system.posix_acl_default; NULL: none */
+    size_t acl_len[2];
+} a3s_ws_attrs;
+
+void a3s_ws_attrs_save(int wsfd, a3s_ws_attrs *a);
+/* Best effort, then frees what save kept. */
+void a3s_ws_attrs_restore(int wsfd, a3s_ws_attrs *a);
 
 #endif

@@ -11,6 +11,7 @@
  * The owner creates it, locks it, then writes the path, so a sweeper that gets the lock
  * on a file without the newline may be racing a creator between open and lock: such a
  * file is only removed once it is old, and never leads to a directory removal. */
+#include "rmtree.h"
 #include "stale.h"
 
 #include <dirent.h>
