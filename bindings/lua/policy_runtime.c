@@ -1809,16 +1809,6 @@ int a3s_policy_resolve(const char *policy, const char *const *search_path,
     return 0;
 }
 
-void a3s_policy_src_free(a3s_policy_src *src)
-{
-    if (!src)
-        return;
-    free(src->name);
-    free(src->path);
-    free(src->text);
-    src->name = src->path = src->text = NULL;
-}
-
 a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
                           a3s_error *err)
 {
@@ -1891,3 +1881,9 @@ a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
     }
     return p;
 }
+
+const a3s_policy_engine a3s_lua_policy_engine = {
+    .name = "lua",
+    .resolve = a3s_policy_resolve,
+    .eval = a3s_policy_eval,
+};

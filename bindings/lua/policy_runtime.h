@@ -1,33 +1,20 @@
-/* The locked Lua state that evaluates a policy into a plan (SPEC §4). No Lua survives
- * evaluation: the state is closed before this returns. */
+/* The Lua policy engine (the policy seam of engine/policy.h): a locked Lua state that
+ * evaluates a policy into a plan (SPEC §4). No Lua survives evaluation: the state is
+ * closed before eval returns. */
 #ifndef A3S_POLICY_RUNTIME_H
 #define A3S_POLICY_RUNTIME_H
 
 #include "a3s_sandbox.h"
 #include "plan.h"
+#include "policy.h"
 
-typedef struct a3s_policy_ctx {
-    const char *workspace, *scratch, *home, *tmp; /* canonical host roots */
-    const char *const *host_env;                  /* "K=V", NULL-terminated */
-    const char *const *search_path;               /* policy dirs, NULL-terminated */
-    const char *platform;                         /* "linux" */
-    /* Neutral host: no environment, no PATH dirs, and every host query answers "absent".
-     * The digest is computed from an evaluation against neutral roots in this mode, so
-     * no fact of the real host can reach it. */
-    bool neutral;
-} a3s_policy_ctx;
-
-typedef struct a3s_policy_src {
-    char *name; /* "baseline" or the file's basename without .lua */
-    char *path; /* resolved file path */
-    char *text; /* file contents */
-} a3s_policy_src;
+/* The engine the composition root hands to a3s_sandbox_create. */
+extern const a3s_policy_engine a3s_lua_policy_engine;
 
 /* Resolve NAME (looked up as NAME.lua in search_path, in order) or FILE (contains '/'
  * or ends with ".lua") and read it. A3S_ERR_POLICY if not found or unreadable. */
 int a3s_policy_resolve(const char *policy, const char *const *search_path,
                        a3s_policy_src *out, a3s_error *err);
-void a3s_policy_src_free(a3s_policy_src *src);
 
 /* Evaluate the policy in a fresh locked state (instruction budget, memory cap, text-only
  * loads, no io/os/package/debug, require limited to search_path), copy the plan into C,

@@ -1,0 +1,46 @@
+/* The policy seam: how the engine turns a policy name into a validated plan. The engine
+ * knows no policy language; a policy engine (bindings/lua: a locked Lua state) resolves a
+ * name or file into source text and evaluates it against a context. The composition root
+ * (bindings/) hands one to a3s_sandbox_create. */
+#ifndef A3S_POLICY_H
+#define A3S_POLICY_H
+
+#include <stdbool.h>
+
+#include "a3s_sandbox.h"
+#include "plan.h"
+
+/* What a policy may see of the host. */
+typedef struct a3s_policy_ctx {
+    const char *workspace, *scratch, *home, *tmp; /* canonical host roots */
+    const char *const *host_env;                  /* "K=V", NULL-terminated */
+    const char *const *search_path;               /* policy dirs, NULL-terminated */
+    const char *platform;                         /* "linux" */
+    /* Neutral host: no environment, no PATH dirs, and every host query answers "absent".
+     * The digest is computed from an evaluation against neutral roots in this mode, so
+     * no fact of the real host can reach it. */
+    bool neutral;
+} a3s_policy_ctx;
+
+/* A resolved policy: everything evaluation needs, read once. */
+typedef struct a3s_policy_src {
+    char *name; /* "baseline" or the file's basename without its suffix */
+    char *path; /* resolved file path */
+    char *text; /* file contents */
+} a3s_policy_src;
+
+void a3s_policy_src_free(a3s_policy_src *src);
+
+typedef struct a3s_policy_engine {
+    const char *name; /* "lua" */
+    /* Resolve a name (looked up in search_path, in order) or a file, and read it.
+     * A3S_ERR_POLICY (-1, err) when not found or unreadable. */
+    int (*resolve)(const char *policy, const char *const *search_path, a3s_policy_src *out,
+                   a3s_error *err);
+    /* Evaluate src against ctx into a plan whose roots are set and which has passed
+     * a3s_plan_validate (so it is frozen: see plan.h). NULL and err (A3S_ERR_POLICY) on
+     * any failure. Nothing of the evaluation survives the call. */
+    a3s_plan *(*eval)(const a3s_policy_src *src, const a3s_policy_ctx *ctx, a3s_error *err);
+} a3s_policy_engine;
+
+#endif
