@@ -25,8 +25,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "pin.h"
-#include "stale.h"
 
 #define SCAN_PROV "<scan>"
 #define GITDIR_MAX 4096
@@ -68,7 +66,8 @@ struct top_entry {
 };
 
 struct scan {
-    a3s_plan *p;
+    const a3s_plan *p;
+    const a3s_scan_hooks *hooks; /* may be NULL */
     a3s_error *err;
     int wsfd;
     const char *ws;
@@ -829,11 +828,11 @@ static int scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
         } else if (t->type == DT_LNK) {
             rc = a3s_fail(s->err, A3S_ERR_POLICY,
                           "refusing a symbolic link at protected workspace path %s", s->path);
-        } else if (a3s_pins_held(s->wsfd, a3s_stale_root(s->p->tmp), t->name) ||
+        } else if ((s->hooks && s->hooks->held && s->hooks->held(s->hooks->ud, s->wsfd, t->name)) ||
                    (fstatat(s->wsfd, t->name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)) {
             /* A recorded placeholder (of any process): share it, or take it over from a
              * dead holder (see pin.h); or one that its last holder removed since
-             * read_top saw it (a3s_pins_held waited for that): missing, to be pinned.
+             * read_top saw it (the held hook waited for that): missing, to be pinned.
              * Never bind it as if it were ordinary content that will still be there. */
             t->protected = true;
             a3s_strv *l = t->type == DT_DIR ? &out->missing_dirs : &out->missing_files;
@@ -960,28 +959,33 @@ static bool plan_covers(const a3s_plan *p, size_t nfs, const struct found *f)
     return false;
 }
 
-static int commit_rules(struct scan *s)
+/* The rules the plan does not already cover, one per path, into the result: the plan
+ * itself is frozen (plan.h), and the backend applies these with it. */
+static int commit_rules(struct scan *s, a3s_scan_result *out)
 {
-    a3s_plan *p = s->p;
-    size_t nfs0 = p->nfs;
+    const a3s_plan *p = s->p;
     if (s->nrules)
         qsort(s->rules, s->nrules, sizeof *s->rules, cmp_found);
+    a3s_fs_rule *v = calloc(s->nrules ? s->nrules : 1, sizeof *v);
+    if (!v)
+        return oom(s);
+    size_t n = 0;
     for (size_t i = 0; i < s->nrules; i++) {
         if (i > 0 && strcmp(s->rules[i].path, s->rules[i - 1].path) == 0)
             continue;
-        if (plan_covers(p, nfs0, &s->rules[i]))
+        if (plan_covers(p, p->nfs, &s->rules[i]))
             continue;
-        if (a3s_plan_add_fs(p, s->rules[i].kind, s->rules[i].path, true, true, SCAN_PROV, 0,
-                            s->err) < 0) {
-            /* Leave the plan as it was: a half-added scan is worse than none. */
-            for (size_t j = nfs0; j < p->nfs; j++) {
-                free(p->fs[j].path);
-                free(p->fs[j].prov.file);
-            }
-            p->nfs = nfs0;
-            return -1;
+        a3s_fs_rule r = {.kind = s->rules[i].kind, .optional = true, .discovered = true};
+        if (!(r.path = strdup(s->rules[i].path)) || !(r.prov.file = strdup(SCAN_PROV))) {
+            free(r.path);
+            out->rules = v;
+            out->nrules = n;
+            return oom(s);
         }
+        v[n++] = r;
     }
+    out->rules = v;
+    out->nrules = n;
     return 0;
 }
 
@@ -1036,12 +1040,20 @@ void a3s_scan_result_free(a3s_scan_result *r)
     a3s_strv_free(&r->missing_files);
     ids_free(r->ids, r->nids);
     ids_free(r->holds, r->nholds);
+    for (size_t i = 0; i < r->nrules; i++) {
+        free(r->rules[i].path);
+        free(r->rules[i].prov.file);
+    }
+    free(r->rules);
+    r->rules = NULL;
+    r->nrules = 0;
     r->ids = r->holds = NULL;
     r->nids = r->nholds = 0;
     r->entries = 0;
 }
 
-int a3s_scan_workspace(a3s_plan *p, int wsfd, a3s_scan_result *out, a3s_error *err)
+int a3s_scan_workspace(const a3s_plan *p, int wsfd, const a3s_scan_hooks *hooks,
+                       a3s_scan_result *out, a3s_error *err)
 {
     if (!out)
         return a3s_fail(err, A3S_ERR_INVALID, "workspace scan: no result");
@@ -1064,6 +1076,7 @@ int a3s_scan_workspace(a3s_plan *p, int wsfd, a3s_scan_result *out, a3s_error *e
 
     struct scan s = {
         .p = p,
+        .hooks = hooks,
         .err = err,
         .wsfd = -1,
         .ws = p->workspace,
@@ -1099,7 +1112,7 @@ int a3s_scan_workspace(a3s_plan *p, int wsfd, a3s_scan_result *out, a3s_error *e
         if (visit(&s, s.wsfd, tops[i].name, tops[i].type, 1,
                   tops[i].protected && tops[i].type == DT_DIR ? IN_PROTECTED : 0) < 0)
             goto done;
-    if (scan_stores(&s) < 0 || commit_rules(&s) < 0 ||
+    if (scan_stores(&s) < 0 || commit_rules(&s, out) < 0 ||
         export_ids(&s, s.rules, s.nrules, &out->ids, &out->nids) < 0 ||
         export_ids(&s, s.holds, s.nholds, &out->holds, &out->nholds) < 0)
         goto done;

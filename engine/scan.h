@@ -19,7 +19,18 @@ typedef struct a3s_scan_id {
     bool dir;
 } a3s_scan_id;
 
+/* What the scan asks of the backend. */
+typedef struct a3s_scan_hooks {
+    bool (*held)(void *ud, int wsfd, const char *name);
+    void *ud;
+} a3s_scan_hooks;
+
 typedef struct a3s_scan_result {
+    /* The rules the scan found (PROTECT and MASK, all discovered and optional, prov
+     * "<scan>"), sorted by path, one per path, those the plan does not already cover.
+     * The plan stays as validated: the backend applies these with its rules. */
+    a3s_fs_rule *rules;
+    size_t nrules;
     /* Protected names absent at top level (no case variant exists), as declared, plus
      * names whose entry is a pin this process holds (see a3s_pins_held): to pin. */
     a3s_strv missing_dirs;
@@ -35,7 +46,7 @@ typedef struct a3s_scan_result {
     size_t nholds;
 } a3s_scan_result;
 
-/* Adds to the plan, all with discovered = true and prov "<scan>":
+/* Finds the rules for the plan's declarative workspace names (into out->rules):
  *  - PROTECT for every top-level entry whose name equals a protect_dirs/protect_files
  *    name case-insensitively, and for the resolved target of a `.git` file's
  *    "gitdir: PATH" line (relative to the workspace) when it lies inside the workspace
@@ -46,13 +57,16 @@ typedef struct a3s_scan_result {
  *    directories;
  *  - MASK for files inside scan_skip package stores ("node_modules", "target") whose
  *    (dev, inode) equals that of a MASK'ed file with link count > 1.
+ * hooks (may be NULL): held(ud, wsfd, name) says whether a top-level protected name is a
+ * placeholder the backend holds (a pin): such a name counts as missing, to be pinned.
  * The workspace is the directory open as wsfd (dup'ed), or p->workspace opened without
  * following a final link when wsfd < 0.
  * Fails closed (A3S_ERR_POLICY) when a protected or secret path is a symbolic link
  * ("refusing a symbolic link at protected workspace path ..."), when the depth limit or
  * the entry limit of the plan is exceeded ("workspace scan depth limit N exceeded at
  * ..."/"workspace scan entry limit N exceeded"), or on an I/O error other than ENOENT. */
-int a3s_scan_workspace(a3s_plan *p, int wsfd, a3s_scan_result *out, a3s_error *err);
+int a3s_scan_workspace(const a3s_plan *p, int wsfd, const a3s_scan_hooks *hooks,
+                       a3s_scan_result *out, a3s_error *err);
 /* The identity recorded for path, or NULL. */
 const a3s_scan_id *a3s_scan_find(const a3s_scan_result *r, const char *path);
 void a3s_scan_result_free(a3s_scan_result *r);

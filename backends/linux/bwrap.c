@@ -418,12 +418,17 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
 
 static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
 {
-    ordered *o = calloc(p->nfs ? p->nfs : 1, sizeof *o);
+    /* The plan's rules, then the scan's and the pins (a3s_bwrap_cmd.more): one order. */
+    const a3s_bwrap_cmd *c = b->cmd;
+    size_t total = p->nfs + c->nmore;
+    ordered *o = calloc(total ? total : 1, sizeof *o);
     if (!o)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     size_t n = 0;
-    for (size_t i = 0; i < p->nfs; i++)
-        o[n++] = (ordered){&p->fs[i], a3s_path_depth(p->fs[i].path), i};
+    for (size_t i = 0; i < p->nfs; i++, n++)
+        o[n] = (ordered){&p->fs[i], a3s_path_depth(p->fs[i].path), n};
+    for (size_t i = 0; i < c->nmore; i++, n++)
+        o[n] = (ordered){&c->more[i], a3s_path_depth(c->more[i].path), n};
     qsort(o, n, sizeof *o, cmp_ordered);
     int rc = 0;
     /* Pass 1: everything but masks, shallowest first. Pass 2: masks, so a secret stays

@@ -28,6 +28,10 @@ typedef struct a3s_bwrap_cmd {
     dev_t ws_dev, scratch_dev;
     ino_t ws_ino, scratch_ino;
     const a3s_scan_result *scan; /* identities of the scanned rules, holds; may be NULL */
+    /* Rules applied with the plan's, after them in order: the scan's and the pins'. The
+     * plan itself stays as validated. */
+    const a3s_fs_rule *more;
+    size_t nmore;
     /* Mapped identity (root callers): bwrap joins the user namespace on A3S_FD_USERNS and
      * the workspace and scratch come as idmapped mounts on fds 9 and 10. */
     bool mapped;
@@ -42,8 +46,7 @@ int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *w
 
 /* Build the bwrap options (for --args) into `out`, the command part ("--", launcher, ...)
  * into `cmd_out` (bwrap takes the command from its real argv only) and the setup records
- * (protocol.h, magic first) into `setup`, for a validated plan whose scan rules are
- * already added. Rules outside the workspace become bwrap mounts, computed from the host
+ * (protocol.h, magic first) into `setup`, for a validated plan and the rules in cmd->more. Rules outside the workspace become bwrap mounts, computed from the host
  * as it is now: missing optional paths are skipped, a symbolic link at any rule path
  * fails closed. Rules inside the workspace become setup records, applied by fd inside.
  * `env` holds the composed "NAME=VALUE" child environment. */

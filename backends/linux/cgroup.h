@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "a3s_sandbox.h"
+#include "backend.h" /* enum a3s_quota */
 
-enum a3s_quota { A3S_QUOTA_PIDS = 0, A3S_QUOTA_MEMORY, A3S_QUOTA_CPU, A3S_QUOTA_COUNT };
 
 /* What this host can enforce, from a runtime probe (a child cgroup is created and
  * removed in each candidate place). */

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "a3s_sandbox.h"
+#include "backend.h"
 #include "capture.h"
 
 #define A3S_EXEC_MAX_KEEP 12
@@ -65,39 +66,6 @@ typedef struct a3s_launch {
     void (*on_pid)(void *ud, pid_t pid);
     void *pid_ud;
 } a3s_launch;
-
-typedef struct a3s_outcome {
-    a3s_capture *cap;   /* owned by the caller after return (a3s_capture_free) */
-    int wait_status;    /* of the top process (waitid-derived, as from waitpid) */
-    bool timed_out;     /* the deadline killed the tree */
-    bool aborted;       /* the observer or cancel_fd asked to stop; the tree was killed */
-    bool started;       /* the "command started" byte arrived */
-    bool ns_started;    /* bwrap reported a "child-pid" (namespaces were created) */
-    int reported_exit;  /* bwrap's "exit-code", or -1 */
-    /* The command's exact wait status as the launcher reported it on the started pipe
-     * ("S" at start, then "X<status>\n" after waiting), when it did. */
-    bool has_command_status;
-    int command_status;
-    /* What the launcher wrote before the started byte (when started_fd is used), e.g.
-     * bwrap's own error message; NUL-terminated, truncated to fit. */
-    bool output_closed; /* a mirror's reader went away: the tree was killed */
-    bool setup_timed_out; /* the setup bound passed before the command started */
-    /* Mirrored bytes the reader had not taken when the tree was gone (malloc'd, owned by
-     * the caller; NULL: none), of stream 1 or 2. */
-    char *mirror_pending;
-    size_t mirror_pending_len;
-    int mirror_pending_stream;
-    /* Streams not mirrored live (a pipe or terminal that could not be reopened
-     * non-blocking): the caller writes their whole rendering once the tree is gone. */
-    bool mirror_deferred[2];
-    /* The launcher said it could not start the command ("E<errno>\n" after "S"): the
-     * sandbox never ran it, whatever else happened. */
-    bool launch_failed;
-    int launch_errno;
-    char setup_diag[4096];
-    size_t setup_diag_len;
-    uint64_t duration_ms;
-} a3s_outcome;
 
 /* Run to completion. Returns 0 when the process was spawned and reaped (whatever its
  * status) and fills o; -1 with err when it could not be spawned (nothing ran). The keep

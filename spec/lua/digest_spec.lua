@@ -7,7 +7,6 @@
 local H = require "spec_helper"
 local lu, sandbox, sh = H.lu, H.sandbox, H.sh
 local function tmpdir() return H.tmpdir("digest") end
-H.require_sandbox()
 
 local VECTORS = {
   baseline = "8525b171a14e8c36437c5454c71a717aa8097c4d0162ec581373970d08e9cff1",

@@ -16,6 +16,7 @@
 #include "pin.h"
 #include "plan.h"
 #include "scan.h"
+#include "stale.h"
 #include "tap.h"
 
 static char root[PATH_MAX];
@@ -144,43 +145,43 @@ static a3s_plan *new_plan(const char *ws)
     return p;
 }
 
-/* Number of rules of `kind` for ws/rel (every scan rule must be discovered+optional). */
-static int rules_for(const a3s_plan *p, enum a3s_fs_kind kind, const char *ws, const char *rel)
+/* Number of the scan's rules of `kind` for ws/rel (every scan rule must be discovered+optional). */
+static int rules_for(const a3s_scan_result *res, enum a3s_fs_kind kind, const char *ws, const char *rel)
 {
     char want[PATH_MAX];
     fmt_path(want, "%s/%s", ws, rel);
     int n = 0;
-    for (size_t i = 0; i < p->nfs; i++)
-        if (p->fs[i].kind == kind && strcmp(p->fs[i].path, want) == 0)
+    for (size_t i = 0; i < res->nrules; i++)
+        if (res->rules[i].kind == kind && strcmp(res->rules[i].path, want) == 0)
             n++;
     return n;
 }
 
-static bool masked(const a3s_plan *p, const char *ws, const char *rel)
+static bool masked(const a3s_scan_result *res, const char *ws, const char *rel)
 {
-    return rules_for(p, A3S_FS_MASK, ws, rel) == 1;
+    return rules_for(res, A3S_FS_MASK, ws, rel) == 1;
 }
 
-static bool protected(const a3s_plan *p, const char *ws, const char *rel)
+static bool protected(const a3s_scan_result *res, const char *ws, const char *rel)
 {
-    return rules_for(p, A3S_FS_PROTECT, ws, rel) == 1;
+    return rules_for(res, A3S_FS_PROTECT, ws, rel) == 1;
 }
 
 /* Rules whose path contains `part`. */
-static int rules_containing(const a3s_plan *p, const char *part)
+static int rules_containing(const a3s_scan_result *res, const char *part)
 {
     int n = 0;
-    for (size_t i = 0; i < p->nfs; i++)
-        if (strstr(p->fs[i].path, part))
+    for (size_t i = 0; i < res->nrules; i++)
+        if (strstr(res->rules[i].path, part))
             n++;
     return n;
 }
 
-static bool all_discovered(const a3s_plan *p)
+static bool all_discovered(const a3s_scan_result *res)
 {
-    for (size_t i = 0; i < p->nfs; i++)
-        if (!p->fs[i].discovered || !p->fs[i].optional || !p->fs[i].prov.file ||
-            strcmp(p->fs[i].prov.file, "<scan>") != 0)
+    for (size_t i = 0; i < res->nrules; i++)
+        if (!res->rules[i].discovered || !res->rules[i].optional || !res->rules[i].prov.file ||
+            strcmp(res->rules[i].prov.file, "<scan>") != 0)
             return false;
     return true;
 }
@@ -226,18 +227,18 @@ static void test_case_variant_protected(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan succeeds: %s", err.msg);
-    ok(protected(p, ws, ".GIT"), ".GIT directory is protected");
-    ok(protected(p, ws, ".MCP.JSON"), ".MCP.JSON file is protected");
-    ok(p->nfs == 2, "exactly two rules (got %zu)", p->nfs);
-    ok(all_discovered(p), "scan rules are discovered, optional, provenance <scan>");
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan succeeds: %s", err.msg);
+    ok(protected(&r, ws, ".GIT"), ".GIT directory is protected");
+    ok(protected(&r, ws, ".MCP.JSON"), ".MCP.JSON file is protected");
+    ok(r.nrules == 2, "exactly two rules (got %zu)", r.nrules);
+    ok(all_discovered(&r), "scan rules are discovered, optional, provenance <scan>");
     /* A variant does not stand for the canonical spelling: that one is pinned too. */
     ok(sv_has(&r.missing_dirs, ".git") && sv_has(&r.missing_dirs, ".a3s") && r.missing_dirs.n == 7,
        "missing_dirs lists all seven canonical directories, .git too (%zu)", r.missing_dirs.n);
     ok(sv_has(&r.missing_files, ".mcp.json") && sv_has(&r.missing_files, ".profile") &&
            r.missing_files.n == 8,
        "missing_files lists all eight canonical files, .mcp.json too (%zu)", r.missing_files.n);
-    ok(a3s_scan_find(&r, p->fs[0].path) && a3s_scan_find(&r, p->fs[1].path),
+    ok(a3s_scan_find(&r, r.rules[0].path) && a3s_scan_find(&r, r.rules[1].path),
        "both variants carry the identity the scan saw");
     ok(r.entries == 2, "two entries visited (got %llu)", (unsigned long long)r.entries);
     a3s_scan_result_free(&r);
@@ -252,13 +253,13 @@ static void test_missing_all(void)
     a3s_plan *p = new_plan(ws);
     a3s_scan_result r;
     a3s_error err = {0};
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan of a plain workspace: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan of a plain workspace: %s", err.msg);
     ok(r.missing_dirs.n == 7 && strcmp(r.missing_dirs.v[0], ".git") == 0 &&
            strcmp(r.missing_dirs.v[6], ".idea") == 0,
        "all protected directories missing, in declared order");
     ok(r.missing_files.n == 8 && strcmp(r.missing_files.v[0], ".gitmodules") == 0,
        "all protected files missing");
-    ok(p->nfs == 0, "no rules for a plain workspace");
+    ok(r.nrules == 0, "no rules for a plain workspace");
     a3s_scan_result_free(&r);
     ok(r.missing_dirs.n == 0 && r.missing_dirs.v == NULL, "result free clears the lists");
     a3s_plan_free(p);
@@ -281,10 +282,10 @@ static void test_gitdir(void)
     put(ws, "sub/gitdir/.env.inside", "s");
     hardlink(outside, ws, "sub/gitdir/objects/pack");
     a3s_plan *p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with a .git file: %s", err.msg);
-    ok(protected(p, ws, ".git"), "the .git file itself is protected");
-    ok(protected(p, ws, "sub/gitdir"), "the gitdir target sub/gitdir is protected");
-    ok(rules_containing(p, "sub/gitdir/") == 1 && masked(p, ws, "sub/gitdir/.env.inside"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan with a .git file: %s", err.msg);
+    ok(protected(&r, ws, ".git"), "the .git file itself is protected");
+    ok(protected(&r, ws, "sub/gitdir"), "the gitdir target sub/gitdir is protected");
+    ok(rules_containing(&r, "sub/gitdir/") == 1 && masked(&r, ws, "sub/gitdir/.env.inside"),
        "the git directory is walked for secrets only (its linked objects stay readable)");
     ok(!sv_has(&r.missing_dirs, ".git"), ".git is not missing");
     a3s_scan_result_free(&r);
@@ -296,8 +297,8 @@ static void test_gitdir(void)
     fmt_path(text, "gitdir:   %s/real/wt \r\n", ws);
     put(ws, ".git", text);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with an absolute gitdir: %s", err.msg);
-    ok(protected(p, ws, ".git") && protected(p, ws, "real/wt"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan with an absolute gitdir: %s", err.msg);
+    ok(protected(&r, ws, ".git") && protected(&r, ws, "real/wt"),
        "absolute gitdir inside the workspace: real/wt protected");
     ok(r.nholds == 1 && strstr(r.holds[0].path, "/real") && r.holds[0].dir,
        "its parent directory is held (%zu holds)", r.nholds);
@@ -310,8 +311,8 @@ static void test_gitdir(void)
     put(ws, "app/conf/.env", "s");
     put(ws, ".GIT", "gitdir: app\n");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && !protected(p, ws, "app") &&
-           masked(p, ws, "app/conf/.env"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0 && !protected(&r, ws, "app") &&
+           masked(&r, ws, "app/conf/.env"),
        "a .GIT variant naming a directory hides nothing: %s", err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -323,7 +324,7 @@ static void test_gitdir(void)
     fmt_path(text, "gitdir: %s/link/wt\n", ws);
     put(ws, ".git", text);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
        "a gitdir through a workspace symlink is refused: %s", err.msg);
     a3s_plan_free(p);
 
@@ -332,15 +333,15 @@ static void test_gitdir(void)
     fmt_path(text, "gitdir: %s\n", other);
     put(ws, ".git", text);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && p->nfs == 1 && protected(p, ws, ".git"),
-       "a gitdir outside the workspace adds no rule (%zu rules): %s", p->nfs, err.msg);
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0 && r.nrules == 1 && protected(&r, ws, ".git"),
+       "a gitdir outside the workspace adds no rule (%zu rules): %s", r.nrules, err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
 
     new_dir(ws, "ws");
     put(ws, ".git", "gitdir: does/not/exist\n");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "could create it"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "could create it"),
        "a gitdir inside the workspace that does not exist is refused: %s", err.msg);
     a3s_plan_free(p);
 
@@ -348,7 +349,7 @@ static void test_gitdir(void)
     put(ws, ".git", "not a pointer\ngitdir: sub\n");
     mkdirs(ws, "sub");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && p->nfs == 1, "only the first line counts: %s",
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0 && r.nrules == 1, "only the first line counts: %s",
        err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -357,10 +358,10 @@ static void test_gitdir(void)
     new_dir(ws, "ws");
     put(ws, ".git", "gitdir: .\n");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "workspace itself"),
        "gitdir naming the workspace itself is refused: %s", err.msg);
-    ok(p->nfs == 0, "a failed scan adds nothing");
+    ok(r.nrules == 0, "a failed scan adds nothing");
     a3s_plan_free(p);
 }
 
@@ -384,24 +385,24 @@ static void test_nested_secrets(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
-    ok(masked(p, ws, ".env"), ".env is masked");
-    ok(masked(p, ws, "src/config/.ENV.local"), "nested case variant .ENV.local is masked");
-    ok(masked(p, ws, "src/config/.env.secret"), "nested .env.secret is masked");
-    ok(masked(p, ws, ".a3s/.env"), "protected directories are walked for secrets");
-    ok(masked(p, ws, ".env.d"), "a secret-named directory is masked");
-    ok(rules_containing(p, ".env.d/") == 0, "nothing below a masked directory gets a rule");
-    ok(rules_containing(p, "node_modules") == 0 && rules_containing(p, "NODE_MODULES") == 0,
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan: %s", err.msg);
+    ok(masked(&r, ws, ".env"), ".env is masked");
+    ok(masked(&r, ws, "src/config/.ENV.local"), "nested case variant .ENV.local is masked");
+    ok(masked(&r, ws, "src/config/.env.secret"), "nested .env.secret is masked");
+    ok(masked(&r, ws, ".a3s/.env"), "protected directories are walked for secrets");
+    ok(masked(&r, ws, ".env.d"), "a secret-named directory is masked");
+    ok(rules_containing(&r, ".env.d/") == 0, "nothing below a masked directory gets a rule");
+    ok(rules_containing(&r, "node_modules") == 0 && rules_containing(&r, "NODE_MODULES") == 0,
        "node_modules (any case, any depth) is not searched for secrets");
-    ok(rules_containing(p, "/target/") == 0, "target is not searched for secrets");
-    ok(rules_containing(p, ".git/") == 0, ".git (also nested) is not searched");
-    ok(rules_containing(p, "env.not") == 0, "a name merely containing env is not masked");
-    ok(protected(p, ws, ".git") && protected(p, ws, ".a3s"), "top-level .git/.a3s protected");
-    ok(protected(p, ws, "sub/.git"), "a nested .git is protected too");
-    ok(p->nfs == 8, "exactly eight rules (got %zu)", p->nfs);
+    ok(rules_containing(&r, "/target/") == 0, "target is not searched for secrets");
+    ok(rules_containing(&r, ".git/") == 0, ".git (also nested) is not searched");
+    ok(rules_containing(&r, "env.not") == 0, "a name merely containing env is not masked");
+    ok(protected(&r, ws, ".git") && protected(&r, ws, ".a3s"), "top-level .git/.a3s protected");
+    ok(protected(&r, ws, "sub/.git"), "a nested .git is protected too");
+    ok(r.nrules == 8, "exactly eight rules (got %zu)", r.nrules);
     bool sorted = true;
-    for (size_t i = 1; i < p->nfs; i++)
-        if (strcmp(p->fs[i - 1].path, p->fs[i].path) >= 0)
+    for (size_t i = 1; i < r.nrules; i++)
+        if (strcmp(r.rules[i - 1].path, r.rules[i].path) >= 0)
             sorted = false;
     ok(sorted, "discovered rules are sorted by path, one per path");
     a3s_scan_result_free(&r);
@@ -428,16 +429,16 @@ static void test_hardlinks(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
-    ok(masked(p, ws, "src/linked"), "source hard link src/linked (nlink 2) is masked");
-    ok(masked(p, ws, ".a3s/linked"), "a hard link in a protected dir is masked (read-only is "
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan: %s", err.msg);
+    ok(masked(&r, ws, "src/linked"), "source hard link src/linked (nlink 2) is masked");
+    ok(masked(&r, ws, ".a3s/linked"), "a hard link in a protected dir is masked (read-only is "
                                      "not unreadable)");
-    ok(masked(p, ws, "node_modules/linked") && masked(p, ws, "target/linked") &&
-           rules_containing(p, "linked") == 4,
+    ok(masked(&r, ws, "node_modules/linked") && masked(&r, ws, "target/linked") &&
+           rules_containing(&r, "linked") == 4,
        "its aliases in node_modules and target are masked with it; not in .git");
-    ok(protected(p, ws, ".git") && protected(p, ws, ".a3s") && p->nfs == 6,
-       "only the two protected dirs and the four links have rules (%zu)", p->nfs);
-    ok(rules_containing(p, "single") == 0 && rules_containing(p, "soft") == 0,
+    ok(protected(&r, ws, ".git") && protected(&r, ws, ".a3s") && r.nrules == 6,
+       "only the two protected dirs and the four links have rules (%zu)", r.nrules);
+    ok(rules_containing(&r, "single") == 0 && rules_containing(&r, "soft") == 0,
        "single-link files and symlinks are not masked");
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -446,8 +447,8 @@ static void test_hardlinks(void)
     new_dir(ws, "ws");
     hardlink(outside, ws, ".bashrc");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
-    ok(masked(p, ws, ".bashrc") && rules_for(p, A3S_FS_PROTECT, ws, ".bashrc") == 0,
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan: %s", err.msg);
+    ok(masked(&r, ws, ".bashrc") && rules_for(&r, A3S_FS_PROTECT, ws, ".bashrc") == 0,
        "a hard-linked protected file gets MASK only (one kind per path)");
     ok(!sv_has(&r.missing_files, ".bashrc"), "and is not missing");
     a3s_scan_result_free(&r);
@@ -480,19 +481,19 @@ static void test_credential_aliases(void)
     a3s_scan_result r;
     a3s_error err = {0};
 
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
-    ok(masked(p, ws, ".env"), ".env masked");
-    ok(masked(p, ws, "node_modules/linked-secret"), "node_modules/linked-secret masked");
-    ok(masked(p, ws, "target/linked-secret"), "target/linked-secret masked");
-    ok(masked(p, ws, "packages/app/node_modules/deep/linked-secret"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan: %s", err.msg);
+    ok(masked(&r, ws, ".env"), ".env masked");
+    ok(masked(&r, ws, "node_modules/linked-secret"), "node_modules/linked-secret masked");
+    ok(masked(&r, ws, "target/linked-secret"), "target/linked-secret masked");
+    ok(masked(&r, ws, "packages/app/node_modules/deep/linked-secret"),
        "an alias in a nested package store is masked");
-    ok(masked(p, ws, ".a3s/node_modules/linked-secret"),
+    ok(masked(&r, ws, ".a3s/node_modules/linked-secret"),
        "an alias in a package store inside a protected directory is masked");
-    ok(rules_containing(p, ".git/") == 0, "nothing inside .git");
-    ok(rules_for(p, A3S_FS_MASK, ws, "node_modules/ordinary") == 0,
+    ok(rules_containing(&r, ".git/") == 0, "nothing inside .git");
+    ok(rules_for(&r, A3S_FS_MASK, ws, "node_modules/ordinary") == 0,
        "an alias of an ordinary outside file in node_modules is not masked");
-    ok(masked(p, ws, "target/token-alias"), "an alias of a file inside a masked dir is masked");
-    ok(masked(p, ws, "src/shared") && masked(p, ws, "node_modules/shared-alias"),
+    ok(masked(&r, ws, "target/token-alias"), "an alias of a file inside a masked dir is masked");
+    ok(masked(&r, ws, "src/shared") && masked(&r, ws, "node_modules/shared-alias"),
        "a source hard link and its package-store alias are both masked");
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -509,10 +510,10 @@ static void test_symlinks_refused(void)
     softlink(other, ws, ".git");
     a3s_plan *p = new_plan(ws);
     a3s_plan_add_fs(p, A3S_FS_RO, "/usr", false, false, "policy.lua", 3, &err);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "symbolic link") && strstr(err.msg, "protected workspace path"),
        "a symlinked .git fails closed: %s", err.msg);
-    ok(p->nfs == 1, "the plan is unchanged after a failed scan");
+    ok(p->nfs == 1 && r.nrules == 0, "the plan is unchanged after a failed scan");
     ok(r.missing_dirs.n == 0 && r.missing_files.n == 0, "the result is empty on failure");
     a3s_plan_free(p);
 
@@ -522,7 +523,7 @@ static void test_symlinks_refused(void)
     fmt_path(target, "%s/secret", other);
     softlink(target, ws, ".env");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link") &&
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "symbolic link") &&
            strstr(err.msg, "secret workspace path"),
        "a symlinked .env fails closed: %s", err.msg);
     a3s_plan_free(p);
@@ -531,14 +532,14 @@ static void test_symlinks_refused(void)
     mkdirs(ws, "src");
     softlink(target, ws, "src/.Env.local");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
        "a nested symlinked .Env.local fails closed: %s", err.msg);
     a3s_plan_free(p);
 
     new_dir(ws, "ws");
     softlink("/nonexistent", ws, ".MCP.json");
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "symbolic link"),
        "a dangling symlinked .MCP.json fails closed: %s", err.msg);
     a3s_plan_free(p);
 }
@@ -557,8 +558,8 @@ static void test_symlinked_dirs_not_followed(void)
     a3s_plan *p = new_plan(ws);
     a3s_scan_result r;
     a3s_error err = {0};
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan with symlinked directories: %s", err.msg);
-    ok(p->nfs == 0, "no rule for anything reached through a symlink (%zu rules)", p->nfs);
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan with symlinked directories: %s", err.msg);
+    ok(r.nrules == 0, "no rule for anything reached through a symlink (%zu rules)", r.nrules);
     ok(r.entries == 4, "symlinks are entries, their targets are not walked (%llu)",
        (unsigned long long)r.entries);
     a3s_scan_result_free(&r);
@@ -577,7 +578,7 @@ static void test_depth_limit(void)
         strcat(rel, i ? "/d" : "d");
     mkdirs(ws, rel);
     a3s_plan *p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "64 nested directories are within depth 64: %s",
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "64 nested directories are within depth 64: %s",
        err.msg);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
@@ -586,7 +587,7 @@ static void test_depth_limit(void)
     strcat(rel, "/d");
     mkdirs(ws, rel);
     p = new_plan(ws);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "depth limit 64 exceeded at ") && strstr(err.msg, "/d/d/d"),
        "65 nested directories exceed depth 64: %.120s", err.msg);
     a3s_plan_free(p);
@@ -599,7 +600,7 @@ static void test_depth_limit(void)
     hardlink(env, ws, "node_modules/a/b/c/alias");
     p = new_plan(ws);
     p->limits.scan_depth = 3;
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "depth limit 3"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "depth limit 3"),
        "depth limit applies to the package-store search: %s", err.msg);
     a3s_plan_free(p);
 }
@@ -616,15 +617,22 @@ static void test_entry_limit(void)
     }
     a3s_plan *p = new_plan(ws);
     p->limits.scan_entries = 7; /* dir + six files */
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0 && r.entries == 7,
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0 && r.entries == 7,
        "exactly at the entry limit is fine (%llu entries): %s", (unsigned long long)r.entries,
        err.msg);
     a3s_scan_result_free(&r);
     p->limits.scan_entries = 6;
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && err.code == A3S_ERR_POLICY &&
            strstr(err.msg, "entry limit 6 exceeded"),
        "one entry over the limit fails: %s", err.msg);
     a3s_plan_free(p);
+}
+
+/* The backend's answer to "is this name a pin": the pin records in the state root. */
+static bool held_pin(void *ud, int wsfd, const char *name)
+{
+    const a3s_plan *p = ud;
+    return a3s_pins_held(wsfd, a3s_stale_root(p->tmp), name);
 }
 
 static void test_held_pins(void)
@@ -640,10 +648,11 @@ static void test_held_pins(void)
 
     a3s_plan *p = new_plan(ws);
     a3s_scan_result r;
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
+    a3s_scan_hooks hooks = {.held = held_pin, .ud = p};
+    ok(a3s_scan_workspace(p, -1, &hooks, &r, &err) == 0, "scan: %s", err.msg);
     ok(sv_has(&r.missing_dirs, ".git") && sv_has(&r.missing_files, ".mcp.json"),
        "pins held by this process are reported as missing (to be shared)");
-    ok(p->nfs == 0, "and get no PROTECT rule of their own (%zu rules)", p->nfs);
+    ok(r.nrules == 0, "and get no PROTECT rule of their own (%zu rules)", r.nrules);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
 
@@ -672,8 +681,9 @@ static void test_declared_rules_respected(void)
     a3s_plan_add_fs(p, A3S_FS_MASK, envp, true, false, "policy.lua", 7, &err);
     a3s_plan_add_fs(p, A3S_FS_PROTECT, gitp, true, false, "policy.lua", 8, &err);
     a3s_scan_result r;
-    ok(a3s_scan_workspace(p, -1, &r, &err) == 0, "scan: %s", err.msg);
-    ok(p->nfs == 2, "declared MASK .env / PROTECT .git are not duplicated (%zu rules)", p->nfs);
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) == 0, "scan: %s", err.msg);
+    ok(r.nrules == 0 && p->nfs == 2,
+       "declared MASK .env / PROTECT .git are not duplicated (%zu scan rules)", r.nrules);
     a3s_scan_result_free(&r);
     a3s_plan_free(p);
 }
@@ -687,14 +697,14 @@ static void test_bad_input(void)
     a3s_error err = {0};
     static const char *const empty[] = {"", NULL};
     add_names(&p->secret_prefixes, empty);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && err.code == A3S_ERR_POLICY,
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && err.code == A3S_ERR_POLICY,
        "an empty secret prefix (would mask everything) is refused: %s", err.msg);
     a3s_plan_free(p);
 
     char missing[PATH_MAX];
     fmt_path(missing, "%s/does-not-exist", root);
     p = new_plan(missing);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0 && strstr(err.msg, "cannot open workspace"),
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0 && strstr(err.msg, "cannot open workspace"),
        "a missing workspace fails: %s", err.msg);
     a3s_plan_free(p);
 
@@ -703,7 +713,7 @@ static void test_bad_input(void)
     if (symlink(ws, link) < 0)
         die(link);
     p = new_plan(link);
-    ok(a3s_scan_workspace(p, -1, &r, &err) < 0, "a symlinked workspace path is refused: %s", err.msg);
+    ok(a3s_scan_workspace(p, -1, NULL, &r, &err) < 0, "a symlinked workspace path is refused: %s", err.msg);
     a3s_plan_free(p);
 }
 

@@ -1,0 +1,199 @@
+/* The process-host backend (SPEC §7): no local boundary at all. The command runs as the
+ * caller, on the host's filesystem and network, with the same deadline, kill of the whole
+ * tree, bounded output, sanitized environment and quotas as a sandboxed one. Only an
+ * explicit opt-in (allow_process_host) selects it, and every report names it. On Linux it
+ * reuses the Linux run resources and supervisor (backends/linux). */
+#include "host_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bwrap.h"
+#include "linux_backend.h"
+#include "a3s_seccomp.h"
+
+typedef struct host_backend {
+    a3s_backend base;
+    a3s_backend_host h;
+    char *shell;
+    a3s_linux_quota quota;
+} host_backend;
+
+static void hb_free(a3s_backend *base)
+{
+    host_backend *be = (host_backend *)base;
+    if (!be)
+        return;
+    free(be->shell);
+    free(be->quota.root);
+    free(be);
+}
+
+static const char *hb_unusable(const a3s_backend *base)
+{
+    (void)base;
+    return NULL;
+}
+
+static const char *hb_program(const a3s_backend *base)
+{
+    (void)base;
+    return NULL;
+}
+
+static const a3s_quota_caps *hb_quota_caps(a3s_backend *base)
+{
+    return a3s_linux_quota_caps(&((host_backend *)base)->quota);
+}
+
+static int hb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
+                       a3s_error *err)
+{
+    host_backend *be = (host_backend *)base;
+    a3s_backend_run *run = calloc(1, sizeof *run);
+    if (!run)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    run->ws_mnt = run->scratch_mnt = -1;
+    if (a3s_runres_open(&run->res, be->h.tmp, err) < 0) {
+        free(run);
+        return -1;
+    }
+    *out = run;
+    *scratch = run->res.scratch;
+    return 0;
+}
+
+static const a3s_scan_hooks *hb_scan_hooks(a3s_backend_run *run)
+{
+    return &run->res.hooks;
+}
+
+static void hb_run_close(a3s_backend *base, a3s_backend_run *run)
+{
+    (void)base;
+    if (!run)
+        return;
+    a3s_strv_free(&run->env);
+    free(run->host_argv);
+    a3s_runres_close(&run->res);
+    free(run);
+}
+
+/* bash -c CMD, or bash -c 'exec "$@"' a3s-sandbox ARGV... */
+static int host_argv(host_backend *be, a3s_backend_run *run, const a3s_run_spec *spec,
+                     a3s_error *err)
+{
+    static const char *const probe_argv[] = {"true", NULL};
+    char *const *argv = spec->argv ? spec->argv : spec->shell_command ? NULL
+                                                                      : (char *const *)probe_argv;
+    size_t m = 0;
+    while (argv && argv[m])
+        m++;
+    char **v = calloc(m + 5, sizeof *v);
+    if (!v)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    v[0] = be->shell;
+    v[1] = (char *)"-c";
+    if (!argv) {
+        v[2] = (char *)"--"; /* a command starting with '-' is no option */
+        v[3] = (char *)spec->shell_command;
+    } else {
+        v[2] = (char *)"exec \"$@\"";
+        v[3] = (char *)"a3s-sandbox";
+        memcpy(v + 4, argv, m * sizeof *v);
+    }
+    run->host_argv = v;
+    return 0;
+}
+
+static int hb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run_spec *spec,
+                          a3s_error *err)
+{
+    host_backend *be = (host_backend *)base;
+    run->plan = spec->plan;
+    if (spec->ngrants)
+        return a3s_fail(err, A3S_ERR_SETUP, "network grants need the native sandbox: the "
+                        "process-host fallback has no network boundary to mediate");
+    if (a3s_runres_pin(&run->res, be->h.ws_fd, be->h.workspace, spec->scan, spec->pin, err) < 0)
+        return -1;
+    for (size_t i = 0; i < spec->env->n; i++)
+        if (a3s_strv_push(&run->env, spec->env->v[i]) < 0)
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    return host_argv(be, run, spec, err);
+}
+
+static int hb_run_describe(a3s_backend *base, a3s_backend_run *run, json_t *extra)
+{
+    (void)base;
+    char *sc = a3s_seccomp_describe_json(&run->plan->seccomp);
+    json_error_t je;
+    int rc = sc && json_object_set_new(extra, "seccomp_filter", json_loads(sc, 0, &je)) == 0
+                 ? 0
+                 : -1;
+    free(sc);
+    return rc;
+}
+
+static int hb_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io *io,
+                       a3s_outcome *o, a3s_error *err)
+{
+    host_backend *be = (host_backend *)base;
+    memset(o, 0, sizeof *o);
+    a3s_launch l;
+    a3s_linux_launch_init(&l, run->plan, io, be->h.workspace, &run->res);
+    bool refused = false;
+    (void)a3s_linux_quota_caps(&be->quota); /* probed once, before the first quota */
+    if (a3s_runres_quota(&run->res, &be->quota.caps, run->plan, io->id, &l, &refused, err) < 0) {
+        o->quota_refused = refused;
+        return -1;
+    }
+    l.path = be->shell;
+    l.argv = run->host_argv;
+    l.envp = run->env.v;
+    int rc = a3s_exec_run(&l, o, err);
+    a3s_runres_quota_end(&run->res, rc == 0 ? o : NULL);
+    if (rc == 0)
+        o->started = true;
+    o->identity = geteuid() == 0 ? "host-root" : "caller";
+    return rc;
+}
+
+static const a3s_backend_ops host_ops = {
+    .name = "process-host",
+    .boundary = false,
+    .unusable = hb_unusable,
+    .program = hb_program,
+    .run_open = hb_run_open,
+    .scan_hooks = hb_scan_hooks,
+    .run_prepare = hb_run_prepare,
+    .run_describe = hb_run_describe,
+    .run_exec = hb_run_exec,
+    .run_close = hb_run_close,
+    .quota_caps = hb_quota_caps,
+    .probe_mediation = NULL,
+    .free = hb_free,
+};
+
+int a3s_host_backend_new(const a3s_backend_host *h, a3s_backend **out, a3s_error *err)
+{
+    *out = NULL;
+    if (a3s_linux_check_state_root(h, err) < 0)
+        return -1;
+    host_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    be->base.ops = &host_ops;
+    be->h = *h;
+    const char *cgr = a3s_linux_getenv(h, "A3S_SANDBOX_CGROUP_ROOT");
+    if ((cgr && *cgr && !(be->quota.root = a3s_strdup(cgr)))) {
+        hb_free(&be->base);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    if (a3s_bwrap_resolve_exe("/bin/bash", h->workspace, "trusted bash", &be->shell, err) < 0) {
+        hb_free(&be->base);
+        return -1;
+    }
+    *out = &be->base;
+    return 0;
+}

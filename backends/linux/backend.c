@@ -1,0 +1,399 @@
+/* The linux-bwrap backend (backend.h): a frozen plan becomes a bubblewrap command line,
+ * setup records for the trusted setup step, a seccomp filter, and, for grants, a relay
+ * inside and a mediator outside. This file: the backend object (trusted programs, the
+ * root callers' mapped identity, quota capabilities) and preparing a run; running it is
+ * backend_exec.c. */
+#include "linux_backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bwrap.h"
+#include "json.h"
+#include "protocol.h"
+#include "a3s_seccomp.h"
+
+static const char *getenv_of(const a3s_backend_host *h, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; h->host_env && h->host_env[i]; i++)
+        if (!strncmp(h->host_env[i], name, n) && h->host_env[i][n] == '=')
+            return h->host_env[i] + n + 1;
+    return NULL;
+}
+
+const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name)
+{
+    return getenv_of(h, name);
+}
+
+const a3s_quota_caps *a3s_linux_quota_caps(a3s_linux_quota *q)
+{
+    if (!q->probed) {
+        a3s_cgroup_probe(q->root, &q->caps);
+        for (int i = 0; i < A3S_QUOTA_COUNT; i++) {
+            q->pub.can[i] = q->caps.can[i];
+            memcpy(q->pub.via[i], q->caps.via[i], sizeof q->pub.via[i]);
+            memcpy(q->pub.why_not[i], q->caps.why_not[i], sizeof q->pub.why_not[i]);
+        }
+        q->probed = true;
+    }
+    return &q->pub;
+}
+
+/* The workspace must not hold the state records (pins, scratch owners) that later runs
+ * act on: a command could forge them. */
+int a3s_linux_check_state_root(const a3s_backend_host *h, a3s_error *err)
+{
+    const char *state_root = a3s_stale_root(h->tmp);
+    if (a3s_path_within(state_root, h->workspace) ||
+        a3s_path_within(a3s_stale_fallback_root(), h->workspace))
+        return a3s_fail(err, A3S_ERR_INVALID,
+                        "the workspace %s contains the temporary directory %s or the sandbox's "
+                        "state directory in %s: choose a workspace below them, or set TMPDIR "
+                        "elsewhere",
+                        h->workspace, h->tmp, state_root);
+    return 0;
+}
+
+/* ---- the backend object --------------------------------------------------------------- */
+
+static void lb_free(a3s_backend *base)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    if (!be)
+        return;
+    a3s_rootid_close(&be->rootid);
+    free(be->rootid_error);
+    free(be->bwrap);
+    free(be->shell);
+    free(be->launcher);
+    free(be->relay);
+    free(be->mediator);
+    free(be->mediator_why);
+    free(be->why_unusable);
+    free(be->quota.root);
+    free(be);
+}
+
+static const char *lb_unusable(const a3s_backend *base)
+{
+    return ((const a3s_linux_backend *)base)->why_unusable;
+}
+
+static const char *lb_program(const a3s_backend *base)
+{
+    return ((const a3s_linux_backend *)base)->bwrap;
+}
+
+static const a3s_quota_caps *lb_quota_caps(a3s_backend *base)
+{
+    return a3s_linux_quota_caps(&((a3s_linux_backend *)base)->quota);
+}
+
+/* A helper program: $ENV, else the installed one, else the build tree's. Never one from
+ * the workspace, which the command can rewrite. */
+static const char *helper_path(const a3s_backend_host *h, const char *env, const char *installed,
+                               const char *built)
+{
+    const char *p = getenv_of(h, env);
+    if (p && *p)
+        return p;
+    return access(installed, X_OK) == 0 ? installed : built;
+}
+
+/* ---- one run ---------------------------------------------------------------------------- */
+
+static int lb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
+                       a3s_error *err)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    a3s_backend_run *run = calloc(1, sizeof *run);
+    if (!run)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    run->ws_mnt = run->scratch_mnt = -1;
+    if (a3s_runres_open(&run->res, be->h.tmp, err) < 0) {
+        free(run);
+        return -1;
+    }
+    *out = run;
+    *scratch = run->res.scratch;
+    return 0;
+}
+
+static const a3s_scan_hooks *lb_scan_hooks(a3s_backend_run *run)
+{
+    return &run->res.hooks;
+}
+
+static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
+{
+    (void)base;
+    if (!run)
+        return;
+    a3s_strv_free(&run->setup);
+    a3s_strv_free(&run->env);
+    a3s_strv_free(&run->args);
+    a3s_strv_free(&run->cmd);
+    if (run->ws_mnt >= 0)
+        close(run->ws_mnt);
+    if (run->scratch_mnt >= 0)
+        close(run->scratch_mnt);
+    a3s_runres_close(&run->res);
+    free(run);
+}
+
+/* Mediated runs: the command reaches the relay's loopback proxies; whatever the policy
+ * and the request said about proxies, these are the only ones (SPEC §6). */
+static int set_proxy_env(a3s_strv *env)
+{
+    static const char *const drop[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                                       "http_proxy", "https_proxy", "all_proxy", "no_proxy"};
+    size_t w = 0;
+    for (size_t i = 0; i < env->n; i++) {
+        bool keep = true;
+        for (size_t d = 0; d < sizeof drop / sizeof drop[0]; d++) {
+            size_t n = strlen(drop[d]);
+            if (!strncmp(env->v[i], drop[d], n) && env->v[i][n] == '=')
+                keep = false;
+        }
+        if (keep)
+            env->v[w++] = env->v[i];
+        else
+            free(env->v[i]);
+    }
+    env->n = w;
+    if (env->v)
+        env->v[w] = NULL;
+    const char *http = "http://" A3S_RELAY_HTTP, *socks = "socks5://" A3S_RELAY_SOCKS;
+    if (a3s_strv_pushf(env, "HTTP_PROXY=%s", http) < 0 ||
+        a3s_strv_pushf(env, "HTTPS_PROXY=%s", http) < 0 ||
+        a3s_strv_pushf(env, "http_proxy=%s", http) < 0 ||
+        a3s_strv_pushf(env, "https_proxy=%s", http) < 0 ||
+        a3s_strv_pushf(env, "ALL_PROXY=%s", socks) < 0 ||
+        a3s_strv_pushf(env, "all_proxy=%s", socks) < 0 || a3s_strv_push(env, "NO_PROXY=") < 0 ||
+        a3s_strv_push(env, "no_proxy=") < 0)
+        return -1;
+    return 0;
+}
+
+/* Root callers: the command runs under an unprivileged host id, with the workspace and
+ * the scratch dir as idmapped mounts (rootid.h). Where that cannot be done, the run is
+ * refused unless host root was allowed. Other callers run as themselves. */
+static int mapped_identity(a3s_linux_backend *be, a3s_backend_run *run, const a3s_plan *p,
+                           a3s_error *err)
+{
+    if (geteuid() != 0)
+        return 0;
+    a3s_error e = {0};
+    if (!be->rootid_tried) {
+        be->rootid_tried = true;
+        uint32_t id = A3S_MAPPED_ID_DEFAULT;
+        const char *env = getenv_of(&be->h, "A3S_SANDBOX_MAPPED_ID");
+        if (env && *env) {
+            char *end;
+            unsigned long v = strtoul(env, &end, 10);
+            if (*end || v == 0 || v >= 0xFFFFFFFFul)
+                return a3s_fail(err, A3S_ERR_INVALID,
+                                "A3S_SANDBOX_MAPPED_ID=%s is not a usable uid", env);
+            id = (uint32_t)v;
+        }
+        if (a3s_rootid_open(&be->rootid, id, &e) < 0 &&
+            !(be->rootid_error = a3s_strdup(e.msg)))
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    if (!be->rootid_error) {
+        bool ro = true;
+        for (size_t i = 0; i < p->nfs; i++)
+            if (!strcmp(p->fs[i].path, be->h.workspace) && p->fs[i].kind == A3S_FS_RW)
+                ro = false;
+        run->ws_mnt =
+            a3s_rootid_clone(&be->rootid, be->h.ws_fd, "workspace", be->h.workspace, ro, &e);
+        if (run->ws_mnt >= 0)
+            run->scratch_mnt = a3s_rootid_clone(&be->rootid, run->res.scratch_fd,
+                                                "scratch directory", run->res.scratch, false, &e);
+        if (run->ws_mnt >= 0 && run->scratch_mnt >= 0) {
+            run->mapped = true;
+            return 0;
+        }
+    } else {
+        a3s_fail(&e, A3S_ERR_SETUP, "%s", be->rootid_error);
+    }
+    if (be->h.allow_host_root || p->allow_host_root)
+        return 0; /* reported as identity "host-root" */
+    *err = e;
+    return -1;
+}
+
+static int copy_env(a3s_strv *dst, const a3s_strv *src, a3s_error *err)
+{
+    for (size_t i = 0; i < src->n; i++)
+        if (a3s_strv_push(dst, src->v[i]) < 0)
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    return 0;
+}
+
+/* Pins (when asked), the mapped identity, the environment (with the relay's proxies when
+ * mediated) and bwrap's arguments and setup records. The plan is only read. */
+static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run_spec *spec,
+                          a3s_error *err)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    const a3s_plan *p = spec->plan;
+    run->plan = p;
+    if (a3s_runres_pin(&run->res, be->h.ws_fd, be->h.workspace, spec->scan, spec->pin, err) < 0 ||
+        copy_env(&run->env, spec->env, err) < 0)
+        return -1;
+    static const char *const probe_argv[] = {"true", NULL};
+    /* A plan that is only described shows the unmapped command line where the mapped
+     * identity cannot be had here (no user namespaces): it needs no boundary. */
+    a3s_error merr = {0};
+    if (mapped_identity(be, run, p, spec->pin ? err : &merr) < 0 && spec->pin)
+        return -1;
+    a3s_bwrap_cmd cmd = {
+        .shell = be->shell,
+        /* Describing a plan needs no launcher; running one does (lb_unusable). */
+        .launcher = be->launcher ? be->launcher : "a3s-sandbox-launch",
+        .ws_dev = be->h.ws_st.st_dev,
+        .ws_ino = be->h.ws_st.st_ino,
+        .scratch_dev = run->res.scratch_st.st_dev,
+        .scratch_ino = run->res.scratch_st.st_ino,
+        .scan = spec->scan,
+        .more = run->res.more,
+        .nmore = run->res.nmore,
+        .mapped = run->mapped,
+        .uid = getuid(),
+        .gid = getgid(),
+        .tag = spec->pin ? a3s_stale_run_tag(run->res.rec) : NULL,
+    };
+    if (spec->ngrants) {
+        if (!be->relay)
+            return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-relay, which "
+                            "was not found (set A3S_SANDBOX_RELAY)");
+        run->mediated = true;
+        run->grants = spec->grants;
+        run->ngrants = spec->ngrants;
+        if (set_proxy_env(&run->env) < 0)
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        cmd.relay = be->relay;
+    }
+    if (spec->argv)
+        cmd.argv = spec->argv;
+    else if (spec->shell_command)
+        cmd.shell_command = spec->shell_command;
+    else
+        cmd.argv = (char *const *)probe_argv;
+    return a3s_bwrap_build_args(p, &run->env, &cmd, &run->args, &run->cmd, &run->setup, err);
+}
+
+static int lb_run_describe(a3s_backend *base, a3s_backend_run *run, json_t *extra)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    char *argv = a3s_bwrap_args_json(be->bwrap ? be->bwrap : "bwrap", &run->args, &run->cmd);
+    char *sc = a3s_seccomp_describe_json(&run->plan->seccomp);
+    json_error_t je;
+    int rc = argv && sc &&
+                     a3s_json_set(extra, "bwrap_argv", json_loads(argv, 0, &je)) == 0 &&
+                     a3s_json_set(extra, "seccomp_filter", json_loads(sc, 0, &je)) == 0
+                 ? 0
+                 : -1;
+    free(argv);
+    free(sc);
+    return rc;
+}
+
+/* Mediated network, proven live: a run with a probe grant whose command asks the relay's
+ * HTTP proxy for a host that is not granted (the mediator must answer 403, without any
+ * lookup) and greets its SOCKS5 port (the mediator must accept "no authentication"). */
+static void lb_probe_mediation(a3s_backend *base, a3s_granted_run_fn fn, void *ud, bool *http,
+                               bool *socks)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    *http = *socks = false;
+    if (be->why_unusable || !be->relay || !be->mediator)
+        return;
+    a3s_grant probe = {.host = "a3s-probe.invalid", .port = 2};
+    /* printf escapes, not C ones: the command text has no control bytes. */
+    char *out = fn(ud,
+                   "exec 3<>/dev/tcp/" A3S_RELAY_ADDR "/" A3S_RELAY_HTTP_PORT
+                   " && printf 'CONNECT a3s-probe.invalid:1 HTTP/1.1\\r\\n"
+                   "Host: a3s-probe.invalid:1\\r\\n\\r\\n' >&3 && head -c 12 <&3; echo;"
+                   "exec 4<>/dev/tcp/" A3S_RELAY_ADDR "/" A3S_RELAY_SOCKS_PORT
+                   " && printf '\\005\\001\\000' >&4 &&"
+                   " head -c 2 <&4 | od -An -tx1",
+                   &probe);
+    *http = out && strstr(out, "HTTP/1.1 403");
+    *socks = out && strstr(out, "05 00");
+    free(out);
+}
+
+static const a3s_backend_ops linux_ops = {
+    .name = "linux-bwrap",
+    .boundary = true,
+    .unusable = lb_unusable,
+    .program = lb_program,
+    .run_open = lb_run_open,
+    .scan_hooks = lb_scan_hooks,
+    .run_prepare = lb_run_prepare,
+    .run_describe = lb_run_describe,
+    .run_exec = a3s_linux_run_exec,
+    .run_close = lb_run_close,
+    .quota_caps = lb_quota_caps,
+    .probe_mediation = lb_probe_mediation,
+    .free = lb_free,
+};
+
+int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_backend **out,
+                          a3s_error *err)
+{
+    *out = NULL;
+    if (a3s_linux_check_state_root(h, err) < 0)
+        return -1;
+    a3s_linux_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    be->base.ops = &linux_ops;
+    be->h = *h;
+    be->rootid = (a3s_rootid)A3S_ROOTID_INIT;
+    const char *cgr = getenv_of(h, "A3S_SANDBOX_CGROUP_ROOT");
+    if (cgr && *cgr && !(be->quota.root = a3s_strdup(cgr)))
+        goto oom;
+    /* Trusted executables, never from inside the workspace. An unusable bubblewrap or
+     * launcher leaves plans describable and refuses every run (lb_unusable). */
+    a3s_error berr = {0};
+    const char *bw = bwrap && *bwrap ? bwrap : getenv_of(h, "A3S_SANDBOX_BWRAP");
+    if (!bw || !*bw)
+        bw = "/usr/bin/bwrap";
+    int brc = a3s_bwrap_resolve_exe(bw, h->workspace, "bubblewrap", &be->bwrap, &berr);
+    if (a3s_bwrap_resolve_exe("/bin/bash", h->workspace, "trusted bash", &be->shell, err) < 0) {
+        lb_free(&be->base);
+        return -1;
+    }
+    const char *ln = helper_path(h, "A3S_SANDBOX_LAUNCHER", A3S_LAUNCH_INSTALL_PATH,
+                                 A3S_LAUNCH_BUILD_PATH);
+    if (brc == 0 &&
+        a3s_bwrap_resolve_exe(ln, h->workspace, "sandbox launcher", &be->launcher, &berr) < 0)
+        brc = -1;
+    if (brc < 0 && !(be->why_unusable = a3s_strdup(berr.msg)))
+        goto oom;
+    /* The relay and the mediator are needed only for grants: resolved now, required when
+     * used. The mediator runs on the host with the caller's rights. */
+    a3s_error rerr, merr = {0};
+    (void)a3s_bwrap_resolve_exe(helper_path(h, "A3S_SANDBOX_RELAY", A3S_RELAY_INSTALL_PATH,
+                                            A3S_RELAY_BUILD_PATH),
+                                h->workspace, "network relay", &be->relay, &rerr);
+    if (a3s_bwrap_resolve_exe(helper_path(h, "A3S_SANDBOX_MEDIATOR", A3S_MEDIATOR_INSTALL_PATH,
+                                          A3S_MEDIATOR_BUILD_PATH),
+                              h->workspace, "network mediator", &be->mediator, &merr) < 0 &&
+        !(be->mediator_why = a3s_strdup(merr.msg)))
+        goto oom;
+    *out = &be->base;
+    return 0;
+oom:
+    lb_free(&be->base);
+    return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+}

@@ -1,0 +1,242 @@
+/* Running a prepared linux-bwrap run: the quota cgroup, the seccomp filters, the
+ * mediator for grants, bubblewrap started under the supervisor (exec.h), and what went
+ * wrong when the command never started. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "a3s_seccomp.h"
+#include "bwrap.h"
+#include "linux_backend.h"
+#include "medproc.h"
+#include "protocol.h"
+
+/* Setting up the sandbox (bwrap, the trusted setup step) must end within this; the
+ * command's deadline counts from its start. */
+#define A3S_SETUP_LIMIT_MS 10000
+
+void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *io,
+                           const char *cwd, a3s_runres *res)
+{
+    *l = (a3s_launch){
+        .stdin_fd = io->stdin_fd,
+        .stdin_data = io->stdin_data,
+        .stdin_len = io->stdin_len,
+        .started_fd = -1,
+        .status_fd = -1,
+        .timeout_ms = io->timeout_ms,
+        .output_budget = (size_t)p->limits.output_bytes,
+        .nofile = p->limits.nofile,
+        .core_bytes = p->limits.core_bytes,
+        .fsize = p->limits.file_size_bytes,
+        .on_output = io->on_output,
+        .output_ud = io->output_ud,
+        .cancel_fd = io->cancel_fd,
+        .cwd = cwd,
+        .mirror = io->mirror,
+        .mirror_fd = {io->mirror ? io->mirror_fd[0] : -1, io->mirror ? io->mirror_fd[1] : -1},
+        .on_pid = a3s_runres_record_pid,
+        .pid_ud = res->rec,
+    };
+}
+
+/* The filter of a mediated run: the plan's, with the socket families AF_INET and
+ * AF_INET6 only (AF_UNIX removed whatever the policy said). The plan is not touched:
+ * the filter is exported from a copy. */
+static int export_mediated_filter(const a3s_seccomp_plan *sp, a3s_error *err)
+{
+    int fams[64];
+    size_t n = 0;
+    for (size_t i = 0; i < sp->nsocket_allow && n < 62; i++)
+        if (sp->socket_allow[i] != AF_UNIX && sp->socket_allow[i] != AF_INET &&
+            sp->socket_allow[i] != AF_INET6)
+            fams[n++] = sp->socket_allow[i];
+    fams[n++] = AF_INET;
+    fams[n++] = AF_INET6;
+    a3s_seccomp_plan copy = *sp;
+    copy.socket_allow = fams;
+    copy.nsocket_allow = copy.capsocket_allow = n;
+    return a3s_seccomp_export(&copy, err);
+}
+
+/* The host-side mediator of a mediated run: the program a3s-sandbox-mediator, spawned
+ * (medproc.h), never a fork of this process. */
+static int start_mediator(a3s_linux_backend *be, a3s_backend_run *run, int *relay_end,
+                          a3s_medproc *m, a3s_error *err)
+{
+    if (!be->mediator) {
+        *m = (a3s_medproc)A3S_MEDPROC_NONE;
+        return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-mediator, which "
+                        "was not found (set A3S_SANDBOX_MEDIATOR): %s",
+                        be->mediator_why ? be->mediator_why : "no path");
+    }
+    return a3s_medproc_start(be->mediator, run->grants, run->ngrants, be->h.host_env,
+                             relay_end, m, err);
+}
+
+/* What bwrap said before the command could start, for "never started" errors. */
+static void setup_reason(const a3s_outcome *o, char *buf, size_t n)
+{
+    static const char prefix[] = "a3s-sandbox: "; /* the setup step's own, said once */
+    const char *diag = o->setup_diag;
+    size_t len = o->setup_diag_len;
+    if (len > sizeof prefix - 1 && !memcmp(diag, prefix, sizeof prefix - 1)) {
+        diag += sizeof prefix - 1;
+        len -= sizeof prefix - 1;
+    }
+    while (len > 0 && (diag[len - 1] == '\n' || diag[len - 1] == '\r'))
+        len--;
+    if (len == 0)
+        snprintf(buf, n, "bubblewrap exited (status %d) without starting the command",
+                 WIFEXITED(o->wait_status) ? WEXITSTATUS(o->wait_status)
+                                           : 128 + WTERMSIG(o->wait_status));
+    else
+        snprintf(buf, n, "%.*s", (int)len, diag);
+}
+
+/* Nothing of the command ran: a setup failure, whatever the clock said. */
+static int never_started(const a3s_outcome *o, a3s_error *err)
+{
+    char why[1536];
+    if (o->launch_failed)
+        snprintf(why, sizeof why, "the launcher could not start the command: %s",
+                 strerror(o->launch_errno));
+    else if (o->setup_timed_out || o->timed_out)
+        snprintf(why, sizeof why, "it was not up within %d s (a hung bubblewrap?)",
+                 A3S_SETUP_LIMIT_MS / 1000);
+    else if (o->output_closed)
+        snprintf(why, sizeof why, "the caller's output was closed");
+    else
+        setup_reason(o, why, sizeof why);
+    return a3s_fail(err, A3S_ERR_SETUP, "the sandbox could not be set up%s: %s",
+                    o->ns_started ? "" : " (namespaces were not created)", why);
+}
+
+int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io *io,
+                       a3s_outcome *o, a3s_error *err)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    const a3s_plan *p = run->plan;
+    int rc = -1;
+    int cmd_filter_fd = -1, channel_fd = -1;
+    a3s_medproc med = A3S_MEDPROC_NONE;
+    int seccomp_fd = -1, args_fd = -1, setup_fd = -1, started[2] = {-1, -1},
+        status[2] = {-1, -1};
+    char **bargv = NULL;
+    char fdnum[16];
+    memset(o, 0, sizeof *o);
+    a3s_launch l;
+    a3s_linux_launch_init(&l, p, io, be->h.workspace, &run->res);
+    l.setup_timeout_ms = A3S_SETUP_LIMIT_MS;
+    bool refused = false;
+    (void)a3s_linux_quota_caps(&be->quota); /* probed once, before the first quota */
+    if (a3s_runres_quota(&run->res, &be->quota.caps, p, io->id, &l, &refused, err) < 0) {
+        o->quota_refused = refused;
+        return -1;
+    }
+    if (run->mediated) {
+        /* Mediated: the relay and the command may open TCP sockets (to the relay's
+         * loopback proxies) and nothing else: AF_UNIX never, even when the policy
+         * allows it, since a Unix socket could reach the host past the mediator. The
+         * relay talks to the mediator only over the channel made before the sandbox. */
+        if ((seccomp_fd = export_mediated_filter(&p->seccomp, err)) < 0 ||
+            (cmd_filter_fd = export_mediated_filter(&p->seccomp, err)) < 0 ||
+            start_mediator(be, run, &channel_fd, &med, err) < 0)
+            goto out;
+        a3s_runres_record_pid(run->res.rec, med.pid);
+    } else if ((seccomp_fd = a3s_seccomp_export(&p->seccomp, err)) < 0) {
+        goto out;
+    }
+    if ((args_fd = a3s_bwrap_args_memfd(&run->args, err)) < 0 ||
+        (setup_fd = a3s_bwrap_args_memfd(&run->setup, err)) < 0)
+        goto out;
+    if (pipe2(started, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: pipe2");
+        goto out;
+    }
+    snprintf(fdnum, sizeof fdnum, "%d", A3S_FD_ARGS);
+    if (!(bargv = calloc(run->cmd.n + 4, sizeof *bargv))) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        goto out;
+    }
+    bargv[0] = be->bwrap;
+    bargv[1] = (char *)"--args";
+    bargv[2] = fdnum;
+    memcpy(bargv + 3, run->cmd.v, run->cmd.n * sizeof *bargv);
+    static char *const empty_env[] = {NULL};
+    l.path = be->bwrap;
+    l.argv = bargv;
+    l.envp = empty_env; /* bwrap itself runs with nothing from the caller */
+    l.keep[0] = (a3s_fdmap){started[1], A3S_FD_STARTED};
+    l.keep[1] = (a3s_fdmap){status[1], A3S_FD_STATUS};
+    l.keep[2] = (a3s_fdmap){args_fd, A3S_FD_ARGS};
+    l.keep[3] = (a3s_fdmap){seccomp_fd, A3S_FD_SECCOMP};
+    l.keep[4] = (a3s_fdmap){setup_fd, A3S_FD_SETUP};
+    l.nkeep = 5;
+    if (cmd_filter_fd >= 0)
+        l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER};
+    if (channel_fd >= 0)
+        l.keep[l.nkeep++] = (a3s_fdmap){channel_fd, A3S_FD_MEDIATOR};
+    if (run->mapped) {
+        /* a3s_exec_run consumes these too; the rootid namespace is the sandbox's. */
+        int uns = fcntl(be->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0);
+        if (uns < 0) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: dup");
+            goto out;
+        }
+        l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT};
+        l.keep[l.nkeep++] = (a3s_fdmap){run->scratch_mnt, A3S_FD_SCRATCH_MOUNT};
+        l.keep[l.nkeep++] = (a3s_fdmap){uns, A3S_FD_USERNS};
+        run->ws_mnt = run->scratch_mnt = -1;
+    }
+    l.started_fd = started[0];
+    l.status_fd = status[0];
+    /* a3s_exec_run consumes the keep fds. */
+    started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = setup_fd = -1;
+    channel_fd = -1;
+    if (a3s_exec_run(&l, o, err) < 0)
+        goto out;
+    if (!o->started && !o->aborted) {
+        never_started(o, err);
+        goto out;
+    }
+    rc = 0;
+out:
+    /* The tree is gone: the quota events, then the mediator's records. */
+    a3s_runres_quota_end(&run->res, rc == 0 ? o : NULL);
+    char *records = a3s_medproc_stop(&med);
+    if (rc == 0)
+        o->network_denials = records;
+    else
+        free(records);
+    o->identity = run->mapped ? "mapped" : geteuid() == 0 ? "host-root" : "caller";
+    if (cmd_filter_fd >= 0)
+        close(cmd_filter_fd);
+    if (channel_fd >= 0)
+        close(channel_fd);
+    free(bargv);
+    if (seccomp_fd >= 0)
+        close(seccomp_fd);
+    if (args_fd >= 0)
+        close(args_fd);
+    if (setup_fd >= 0)
+        close(setup_fd);
+    for (int i = 0; i < 2; i++) {
+        if (started[i] >= 0)
+            close(started[i]);
+        if (status[i] >= 0)
+            close(status[i]);
+    }
+    if (rc < 0) {
+        a3s_capture_free(o->cap);
+        o->cap = NULL;
+        free(o->mirror_pending);
+        o->mirror_pending = NULL;
+    }
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* The linux-bwrap backend (backend.h) and what the process-host backend shares with it.
+ * The composition root makes one with a3s_linux_backend_new. */
+#ifndef A3S_LINUX_BACKEND_H
+#define A3S_LINUX_BACKEND_H
+
+#include <stdbool.h>
+
+#include "a3s_sandbox.h"
+#include "backend.h"
+#include "cgroup.h"
+#include "rootid.h"
+#include "runres.h"
+
+/* The quota capabilities of this host, probed once (it creates and removes a probe
+ * cgroup in each candidate place). */
+typedef struct a3s_linux_quota {
+    char *root; /* $A3S_SANDBOX_CGROUP_ROOT (tests), or NULL: /sys/fs/cgroup */
+    a3s_cgroup_caps caps;
+    a3s_quota_caps pub;
+    bool probed;
+} a3s_linux_quota;
+
+typedef struct a3s_linux_backend {
+    a3s_backend base;
+    a3s_backend_host h; /* borrowed from the sandbox */
+    char *bwrap, *shell;
+    char *launcher;     /* a3s-sandbox-launch */
+    char *relay;        /* a3s-sandbox-relay, for mediated runs, or NULL */
+    char *mediator;     /* a3s-sandbox-mediator (host side), for mediated runs, or NULL */
+    char *mediator_why; /* why it is NULL */
+    char *why_unusable; /* bubblewrap or the launcher cannot be used, or NULL */
+    /* Root callers: the command runs under an unprivileged host id (rootid.h). */
+    a3s_rootid rootid;
+    bool rootid_tried;
+    char *rootid_error;
+    a3s_linux_quota quota;
+} a3s_linux_backend;
+
+struct a3s_backend_run {
+    a3s_runres res;
+    const a3s_plan *plan;
+    a3s_strv env;   /* the command's environment (with the relay's proxies when mediated) */
+    a3s_strv args;  /* bwrap options, passed with --args */
+    a3s_strv cmd;   /* "--", launcher, ... on bwrap's real argv */
+    a3s_strv setup; /* setup records (protocol.h) */
+    int ws_mnt, scratch_mnt; /* mapped identity: idmapped detached mounts */
+    bool mapped;
+    bool mediated; /* grants: the relay runs first, the mediator outside */
+    const a3s_grant *grants;
+    size_t ngrants;
+    /* process-host only: the argv it runs (bash -c ...) */
+    char **host_argv;
+};
+
+/* Make the linux-bwrap backend. Fails only for what no run could do without (trusted
+ * bash, a workspace holding the state directory); an unusable bubblewrap or launcher
+ * leaves it made, with ops->unusable saying why. */
+int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_backend **out,
+                          a3s_error *err);
+
+/* backend_exec.c: run a prepared run (backend.h run_exec). */
+int a3s_linux_run_exec(a3s_backend *be, a3s_backend_run *run, const a3s_run_io *io,
+                       a3s_outcome *o, a3s_error *err);
+
+/* Shared with the process-host backend. */
+const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name);
+const a3s_quota_caps *a3s_linux_quota_caps(a3s_linux_quota *q);
+int a3s_linux_check_state_root(const a3s_backend_host *h, a3s_error *err);
+/* The supervisor's launch for io (deadline, budget, limits, callbacks, mirror). */
+void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *io,
+                           const char *cwd, a3s_runres *res);
+
+#endif

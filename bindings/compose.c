@@ -1,0 +1,56 @@
+/* The composition root: a sandbox is the engine with the Lua policy engine (policy.h)
+ * and this host's backend (backend.h): linux-bwrap, or, only when the caller opted in
+ * and the native boundary cannot be used here, process-host (loud: every report names
+ * it, with the reason). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "a3s_sandbox.h"
+#include "host_backend.h"
+#include "linux_backend.h"
+#include "policy_runtime.h"
+#include "sandbox.h"
+#include "util.h"
+
+a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
+{
+    a3s_options none = {0};
+    if (!opts)
+        opts = &none;
+    a3s_sandbox *sb = a3s_sandbox_create(opts, &a3s_lua_policy_engine, err);
+    if (!sb)
+        return NULL;
+    a3s_backend_host h;
+    a3s_sandbox_host(sb, &h);
+    a3s_backend *be = NULL;
+    if (a3s_linux_backend_new(&h, opts->bwrap, &be, err) < 0 ||
+        a3s_sandbox_use_backend(sb, be, NULL, err) < 0)
+        goto fail;
+    if (!opts->allow_process_host)
+        return sb; /* an unusable boundary refuses each run, never weakens it */
+    /* The opt-in: is the native boundary usable at all? A live probe says. */
+    a3s_error why = {0};
+    const char *unusable = be->ops->unusable(be);
+    if (unusable)
+        a3s_fail(&why, A3S_ERR_SETUP, "%s", unusable);
+    else if (a3s_sandbox_probe(sb, &why) == A3S_OK)
+        return sb;
+    a3s_backend *host = NULL;
+    if (a3s_host_backend_new(&h, &host, err) < 0 ||
+        a3s_sandbox_use_backend(sb, host, why.msg, err) < 0)
+        goto fail;
+    return sb;
+fail:
+    a3s_sandbox_free(sb);
+    return NULL;
+}
+
+int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err)
+{
+    a3s_options o = {.workspace = workspace, .policy = policy};
+    a3s_sandbox *sb = a3s_sandbox_new(&o, err);
+    if (!sb)
+        return err ? err->code : A3S_ERR_POLICY;
+    a3s_sandbox_free(sb);
+    return A3S_OK;
+}

@@ -1,0 +1,23 @@
+/* What the composition root (bindings/) uses to put a sandbox together: the engine with
+ * a policy engine (policy.h), then a backend (backend.h). */
+#ifndef A3S_ENGINE_SANDBOX_H
+#define A3S_ENGINE_SANDBOX_H
+
+#include "a3s_sandbox.h"
+#include "backend.h"
+#include "policy.h"
+
+/* The sandbox without a backend: workspace opened, host roots found, policy resolved
+ * (and, unless opts->defer_policy, evaluated once so a broken policy fails here). */
+a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine *policy,
+                                a3s_error *err);
+/* What a backend is given of the host (borrowed from sb). */
+void a3s_sandbox_host(const a3s_sandbox *sb, a3s_backend_host *h);
+/* The host environment variable name, or NULL. */
+const char *a3s_sandbox_getenv(const a3s_sandbox *sb, const char *name);
+/* Hand the sandbox its backend (owned from now on; a previous one is freed).
+ * fallback_reason: why the native boundary is not used (process-host), or NULL. */
+int a3s_sandbox_use_backend(a3s_sandbox *sb, a3s_backend *be, const char *fallback_reason,
+                            a3s_error *err);
+
+#endif

@@ -1,0 +1,66 @@
+/* The sandbox object, shared by the engine's files (sandbox.c: construction; approval.c:
+ * digests and grants; run.c: one execution; report.c: plan, probe, capabilities). Not
+ * for backends or bindings: they see the public API, policy.h and backend.h. */
+#ifndef A3S_SANDBOX_INT_H
+#define A3S_SANDBOX_INT_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include "a3s_sandbox.h"
+#include "backend.h"
+#include "grant.h"
+#include "plan.h"
+#include "policy.h"
+#include "sandbox.h"
+#include "util.h"
+
+/* Neutral roots of the digest's evaluation (approval.c). */
+#define A3S_NEUTRAL "/a3s-sandbox-neutral"
+
+struct a3s_sandbox {
+    char *workspace, *home, *tmp;
+    int ws_fd; /* the workspace, opened once (wspath.h): every later use goes through it */
+    struct stat ws_st;
+    a3s_strv approved_broaden; /* broadening roots of the neutral evaluation (the digest's) */
+    bool allow_host_root;
+    char digest[65]; /* of the current policy, computed once; "" until then */
+    const a3s_policy_engine *policy;
+    a3s_policy_src src;
+    a3s_strv search_path;
+    a3s_strv host_env;
+    a3s_backend *backend; /* owned; NULL until the composition root sets one */
+    char *fallback_reason; /* process-host: why the native boundary is not used */
+    char *audit_path;
+    a3s_audit_fn audit_fn;
+    void *audit_ud;
+    a3s_grant *grants; /* sorted by a3s_grant_cmp, distinct */
+    size_t ngrants;
+};
+
+/* Evaluate the current policy for a run whose scratch dir is `scratch`. */
+a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err);
+
+/* approval.c */
+int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
+int a3s_sandbox_policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
+int a3s_sandbox_check_broadening(a3s_sandbox *sb, const a3s_plan *p, a3s_error *err);
+/* The grants as [{host, port[, policy_digest]}...] (digest NULL: left out); NULL on
+ * ENOMEM. */
+json_t *a3s_sandbox_grants_json(const a3s_sandbox *sb, const char *digest);
+
+/* run.c: one prepared run (policy -> frozen plan -> scan -> backend prepare). */
+typedef struct a3s_prepared {
+    a3s_backend_run *run;
+    const char *scratch; /* owned by run */
+    a3s_plan *plan;      /* frozen */
+    a3s_scan_result scan;
+    a3s_strv env;
+    char digest[65];
+} a3s_prepared;
+
+int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
+                        a3s_prepared *pp, a3s_error *err);
+void a3s_sandbox_prepared_free(a3s_sandbox *sb, a3s_prepared *pp);
+
+#endif
