@@ -55,21 +55,6 @@ static unsigned char to_lower(unsigned char c)
     return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
 }
 
-/* ASCII-only, so the locale can never change what matches. */
-static bool ncase_eq(const char *a, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (to_lower((unsigned char)a[i]) != to_lower((unsigned char)b[i]))
-            return false;
-    return true;
-}
-
-static bool case_eq(const char *a, const char *b)
-{
-    size_t n = strlen(a);
-    return n == strlen(b) && ncase_eq(a, b, n);
-}
-
 /* RFC 9110 token characters (header names). */
 static bool is_tchar(unsigned char c)
 {
@@ -82,190 +67,6 @@ static int hex_val(unsigned char c)
         return c - '0';
     c = to_lower(c);
     return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-}
-
-/* ------------------------------------------------------------------ hosts and grants */
-
-/* Validate s[0..n) as a host and write it lower-cased (IPv6 canonical) to out, which
- * holds A3S_GRANT_HOST_MAX + 1 bytes. A ':' means an IPv6 literal. Returns NULL or why. */
-static const char *host_check(const char *s, size_t n, char *out)
-{
-    if (n == 0)
-        return "empty host";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f)
-            return "control byte in host";
-        if (c == '*' || c == '?')
-            return "wildcards are not allowed";
-        if (c == ' ')
-            return "spaces are not allowed";
-        if (c == '/' || c == '\\')
-            return "slashes are not allowed";
-        if (c == '@')
-            return "user info is not allowed";
-    }
-    if (memchr(s, ':', n)) {
-        char tmp[INET6_ADDRSTRLEN];
-        struct in6_addr a;
-        if (n >= sizeof tmp)
-            return "invalid IPv6 literal";
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        if (inet_pton(AF_INET6, tmp, &a) != 1 ||
-            !inet_ntop(AF_INET6, &a, out, A3S_GRANT_HOST_MAX + 1))
-            return "invalid IPv6 literal";
-        return NULL;
-    }
-    if (n > A3S_GRANT_HOST_MAX)
-        return "host name too long";
-    bool numeric = true;
-    size_t label = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '.') {
-            if (label == 0)
-                return "empty label in host name";
-            label = 0;
-        } else {
-            if (!is_alpha(c) && !is_digit(c) && c != '-')
-                return "invalid character in host name";
-            if (!is_digit(c))
-                numeric = false;
-            if (++label > 63)
-                return "label longer than 63 bytes";
-        }
-        out[i] = (char)to_lower(c);
-    }
-    if (label == 0)
-        return "empty label in host name";
-    out[n] = '\0';
-    /* All digits and dots: only a canonical dotted quad, never "127.1" or "2130706433"
-     * (the resolver would read those as addresses). */
-    struct in_addr a4;
-    if (numeric && inet_pton(AF_INET, out, &a4) != 1)
-        return "invalid IPv4 literal";
-    return NULL;
-}
-
-static int port_parse(const char *s, size_t n)
-{
-    if (n == 0 || n > 5)
-        return -1;
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!is_digit((unsigned char)s[i]))
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return (v >= 1 && v <= 65535) ? v : -1;
-}
-
-/* "host", "host:port", "[v6]" or "[v6]:port" -> host (canonical) and *port (0 when
- * absent). Returns NULL or why. */
-static const char *authority_parse(const char *s, size_t n, char *host, int *port)
-{
-    const char *hs = s, *ps = NULL;
-    size_t hn = n, pn = 0;
-    if (n > 0 && s[0] == '[') {
-        const char *rb = memchr(s, ']', n);
-        if (!rb)
-            return "unbalanced '['";
-        hs = s + 1;
-        hn = (size_t)(rb - hs);
-        if (hn == 0)
-            return "empty host";
-        if (!memchr(hs, ':', hn))
-            return "brackets are only for IPv6 literals";
-        size_t rest = n - (size_t)(rb + 1 - s);
-        if (rest > 0) {
-            if (rb[1] != ':')
-                return "junk after ']'";
-            ps = rb + 2;
-            pn = rest - 1;
-        }
-    } else {
-        const char *colon = memchr(s, ':', n);
-        if (colon) {
-            if (memchr(colon + 1, ':', n - (size_t)(colon + 1 - s)))
-                return "IPv6 literals need brackets";
-            hn = (size_t)(colon - s);
-            ps = colon + 1;
-            pn = n - hn - 1;
-        }
-    }
-    const char *why = host_check(hs, hn, host);
-    if (why)
-        return why;
-    *port = 0;
-    if (ps) {
-        int p = port_parse(ps, pn);
-        if (p < 0)
-            return "port outside 1..65535";
-        *port = p;
-    }
-    return NULL;
-}
-
-/* An IP literal as a socket address (port 0); false for names. */
-static bool literal_addr(const char *host, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *in = (struct sockaddr_in *)(void *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)ss;
-    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
-        in->sin_family = AF_INET;
-        return true;
-    }
-    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        return true;
-    }
-    return false;
-}
-
-static bool literal_unspecified(const char *host)
-{
-    struct sockaddr_storage ss;
-    return literal_addr(host, &ss) && a3s_addr_is_unspecified((const struct sockaddr *)&ss);
-}
-
-int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err)
-{
-    if (!spec || !g)
-        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant: none given");
-    size_t n = strnlen(spec, 1024);
-    /* The spec is echoed in the message: show it printable and short. */
-    char shown[96];
-    size_t k = 0;
-    for (; k < n && k < sizeof shown - 4; k++) {
-        unsigned char c = (unsigned char)spec[k];
-        shown[k] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
-    }
-    if (k < n)
-        memcpy(shown + k, "...", 3), k += 3;
-    shown[k] = '\0';
-    if (n >= 1024)
-        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant '%s': too long", shown);
-    a3s_grant tmp;
-    memset(&tmp, 0, sizeof tmp);
-    const char *why = authority_parse(spec, n, tmp.host, &tmp.port);
-    if (!why && literal_unspecified(tmp.host))
-        why = "the unspecified address reaches the host itself";
-    if (why)
-        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant '%s': %s", shown, why);
-    *g = tmp;
-    return 0;
-}
-
-bool a3s_grants_allow(const a3s_grant *g, size_t n, const char *host, int port)
-{
-    if (!g || !host || !*host || port < 1 || port > 65535)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (case_eq(g[i].host, host) && (g[i].port == 0 || g[i].port == port))
-            return true;
-    return false;
 }
 
 /* ------------------------------------------------------------------ address policy */
@@ -320,25 +121,6 @@ bool a3s_addr_is_internal(const struct sockaddr *sa)
 
 static const unsigned char v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
-bool a3s_addr_is_unspecified(const struct sockaddr *sa)
-{
-    if (!sa)
-        return true;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        unsigned char b[4];
-        memcpy(b, &in->sin_addr, 4);
-        return b[0] == 0; /* 0.0.0.0/8: "this network"; 0.0.0.0 connects to loopback */
-    }
-    if (sa->sa_family != AF_INET6)
-        return true;
-    const unsigned char *b = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-    static const unsigned char zero[16];
-    if (memcmp(b, zero, 16) == 0)
-        return true;
-    return memcmp(b, v4_mapped_prefix, 12) == 0 && b[12] == 0; /* connects as IPv4 */
-}
-
 /* ------------------------------------------------------------------ HTTP parsing */
 
 enum {
@@ -356,7 +138,7 @@ static const char *const http_methods[] = {"CONNECT", "GET",    "HEAD",   "POST"
 static const char *method_find(const char *m, size_t n)
 {
     for (size_t i = 0; i < sizeof http_methods / sizeof *http_methods; i++)
-        if (strlen(http_methods[i]) == n && ncase_eq(m, http_methods[i], n))
+        if (strlen(http_methods[i]) == n && a3s_ascii_ncase_eq(m, http_methods[i], n))
             return http_methods[i];
     return NULL;
 }
@@ -401,7 +183,7 @@ static bool path_ok(const char *p, size_t n)
 static bool method_prefix(const char *m, size_t n)
 {
     for (size_t i = 0; i < sizeof http_methods / sizeof *http_methods; i++)
-        if (strlen(http_methods[i]) >= n && ncase_eq(m, http_methods[i], n))
+        if (strlen(http_methods[i]) >= n && a3s_ascii_ncase_eq(m, http_methods[i], n))
             return true;
     return false;
 }
@@ -444,20 +226,20 @@ static int request_line(const char *line, size_t ll, a3s_http_req *r)
     if (vlen != 8 || (memcmp(v, "HTTP/1.1", 8) != 0 && memcmp(v, "HTTP/1.0", 8) != 0))
         return HP_BAD; /* also refuses extra tokens: they would contain a space */
     if (strcmp(m, "CONNECT") == 0) {
-        if (authority_parse(t, tlen, r->host, &r->port) || r->port == 0)
+        if (a3s_grant_authority_parse(t, tlen, r->host, &r->port) || r->port == 0)
             return HP_BAD;
         r->connect = true;
         return HP_OK;
     }
-    if (tlen >= 8 && ncase_eq(t, "https://", 8))
+    if (tlen >= 8 && a3s_ascii_ncase_eq(t, "https://", 8))
         return HP_TLS; /* no TLS interception: HTTPS goes through CONNECT */
-    if (tlen < 7 || !ncase_eq(t, "http://", 7))
+    if (tlen < 7 || !a3s_ascii_ncase_eq(t, "http://", 7))
         return HP_BAD;
     const char *a = t + 7;
     const char *slash = memchr(a, '/', tlen - 7);
     if (!slash)
         return HP_BAD;
-    if (authority_parse(a, (size_t)(slash - a), r->host, &r->port))
+    if (a3s_grant_authority_parse(a, (size_t)(slash - a), r->host, &r->port))
         return HP_BAD;
     if (r->port == 0)
         r->port = 80;
@@ -483,9 +265,9 @@ static int header_line(const char *h, size_t hl, bool *have_cl, uint64_t *cl)
         if ((c < 0x20 && c != '\t') || c == 0x7f)
             return HP_BAD;
     }
-    if (nl == 17 && ncase_eq(h, "transfer-encoding", 17))
+    if (nl == 17 && a3s_ascii_ncase_eq(h, "transfer-encoding", 17))
         return HP_CHUNKED;
-    if (nl == 14 && ncase_eq(h, "content-length", 14)) {
+    if (nl == 14 && a3s_ascii_ncase_eq(h, "content-length", 14)) {
         const char *v = colon + 1, *e = h + hl;
         while (v < e && (*v == ' ' || *v == '\t'))
             v++;
@@ -612,7 +394,7 @@ static int socks_request(const unsigned char *b, size_t len, a3s_socks_req *r, s
     if (b[3] == 1 || b[3] == 4) {
         if (!inet_ntop(b[3] == 1 ? AF_INET : AF_INET6, b + off, r->host, sizeof r->host))
             return SP_BAD;
-    } else if (host_check((const char *)b + off, alen, r->host)) {
+    } else if (a3s_grant_host_check((const char *)b + off, alen, r->host)) {
         return SP_BAD;
     }
     r->port = (b[off + alen] << 8) | b[off + alen + 1];
@@ -1095,7 +877,7 @@ static bool upstream_acceptable(med_ctx *ctx, const struct sockaddr *sa, bool li
 static int upstream_open(conn *c, const char *host, int port)
 {
     struct sockaddr_storage lit;
-    bool literal = literal_addr(host, &lit);
+    bool literal = a3s_addr_literal(host, &lit);
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -1221,16 +1003,16 @@ static bool hop_by_hop(const char *name, size_t n, const char *const *extra,
     /* The body's framing is forwarded as is, whatever a Connection header names: the
      * upstream must count the same body we do, else the body turns into requests.
      * (Transfer-Encoding never gets here: such requests are refused.) */
-    if ((n == 14 && ncase_eq(name, "content-length", 14)) ||
-        (n == 17 && ncase_eq(name, "transfer-encoding", 17)))
+    if ((n == 14 && a3s_ascii_ncase_eq(name, "content-length", 14)) ||
+        (n == 17 && a3s_ascii_ncase_eq(name, "transfer-encoding", 17)))
         return false;
-    if (n >= 6 && ncase_eq(name, "proxy-", 6))
+    if (n >= 6 && a3s_ascii_ncase_eq(name, "proxy-", 6))
         return true;
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        if (strlen(fixed[i]) == n && ncase_eq(name, fixed[i], n))
+        if (strlen(fixed[i]) == n && a3s_ascii_ncase_eq(name, fixed[i], n))
             return true;
     for (size_t i = 0; i < nextra; i++)
-        if (extra_n[i] == n && ncase_eq(name, extra[i], n))
+        if (extra_n[i] == n && a3s_ascii_ncase_eq(name, extra[i], n))
             return true;
     return false;
 }
@@ -1247,7 +1029,7 @@ static char *forward_head(const char *buf, const a3s_http_req *r, size_t *out_le
     for (const char *h = first; h < end;) {
         const char *e = memchr(h, '\r', (size_t)(end - h));
         const char *colon = memchr(h, ':', (size_t)(e - h));
-        if ((size_t)(colon - h) == 10 && ncase_eq(h, "connection", 10)) {
+        if ((size_t)(colon - h) == 10 && a3s_ascii_ncase_eq(h, "connection", 10)) {
             for (const char *t = colon + 1; t < e;) {
                 while (t < e && (*t == ' ' || *t == '\t' || *t == ','))
                     t++;
@@ -1309,7 +1091,7 @@ static void handle_http(conn *c, unsigned long long deadline)
             return;
         }
     }
-    bool says_connect = c->len >= 8 && ncase_eq((const char *)c->buf, "CONNECT ", 8);
+    bool says_connect = c->len >= 8 && a3s_ascii_ncase_eq((const char *)c->buf, "CONNECT ", 8);
     const char *proto = (rc == HP_OK ? r.connect : says_connect) ? "http-connect" : "http";
     switch (rc) {
     case HP_TOOBIG:

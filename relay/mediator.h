@@ -12,27 +12,7 @@
 #include <sys/socket.h>
 
 #include "a3s_sandbox.h"
-
-#define A3S_GRANT_HOST_MAX 253
-
-/* One exact origin: a DNS name (case-insensitive, no wildcards) or an IP literal
- * (IPv6 without brackets); port 0 means any port. */
-typedef struct a3s_grant {
-    char host[A3S_GRANT_HOST_MAX + 1];
-    int port;
-} a3s_grant;
-
-/* Parse "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" into g (host lower-cased, brackets
- * dropped). Refuses empty hosts, wildcards ('*'), spaces, '/', '\\', '@', control bytes,
- * labels outside [A-Za-z0-9-] (except IP literals), ports outside 1..65535, unspecified
- * addresses (0.0.0.0/8, ::, ::ffff:0.0.0.0/104: they connect to the host itself), and
- * anything longer than A3S_GRANT_HOST_MAX: A3S_ERR_INVALID naming the spec. */
-int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err);
-
-/* true when a request for host:port is covered by one of the grants: exact host
- * (case-insensitive; "localhost" and "127.0.0.1" are different hosts), and the grant's
- * port when it has one. */
-bool a3s_grants_allow(const a3s_grant *g, size_t n, const char *host, int port);
+#include "grant.h"
 
 /* Address policy after resolution: loopback, private (RFC 1918, fc00::/7), link-local
  * (169.254/16, fe80::/10), unspecified, multicast, CGNAT (100.64/10) and metadata
@@ -42,11 +22,6 @@ bool a3s_grants_allow(const a3s_grant *g, size_t n, const char *host, int port);
  * (read with getifaddrs, re-read as soon as the kernel reports an address change and at
  * least every second), with the same literal-grant exception. */
 bool a3s_addr_is_internal(const struct sockaddr *sa);
-
-/* 0.0.0.0/8, :: and ::ffff:0.0.0.0/104: these reach the host itself, so they are never
- * an upstream, not even when a grant names them literally. NULL and unknown families
- * count as unspecified (fail closed). */
-bool a3s_addr_is_unspecified(const struct sockaddr *sa);
 
 /* Request parsing, exposed for tests and the fuzz harness. */
 typedef struct a3s_http_req {
