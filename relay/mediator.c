@@ -9,13 +9,8 @@
  * refusal records stay bounded however many refusals there are. */
 #include "mediator.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <jansson.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,655 +22,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "mediator_addr.h"
+#include "mediator_deny.h"
+#include "mediator_parse.h"
 #include "util.h"
 
-#define REQ_LINE_MAX 8192  /* request line, CRLF included */
-#define HEADERS_MAX 16384  /* header lines and the final CRLF */
-#define HEAD_BUF (REQ_LINE_MAX + HEADERS_MAX)
 #define RELAY_BUF 16384
 #define LINGER_MS 250      /* how long a refused client gets to read its answer */
 #define LINGER_BYTES 65536
 #define THREAD_STACK (512 * 1024) /* getaddrinfo and NSS need some room, not 8 MiB */
 
-/* ------------------------------------------------------------------ characters */
-
-static bool is_alpha(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-}
-
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static unsigned char to_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
-}
-
-/* ASCII-only, so the locale can never change what matches. */
-static bool ncase_eq(const char *a, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (to_lower((unsigned char)a[i]) != to_lower((unsigned char)b[i]))
-            return false;
-    return true;
-}
-
-static bool case_eq(const char *a, const char *b)
-{
-    size_t n = strlen(a);
-    return n == strlen(b) && ncase_eq(a, b, n);
-}
-
-/* RFC 9110 token characters (header names). */
-static bool is_tchar(unsigned char c)
-{
-    return is_alpha(c) || is_digit(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static int hex_val(unsigned char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    c = to_lower(c);
-    return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-}
-
-/* ------------------------------------------------------------------ hosts and grants */
-
-/* Validate s[0..n) as a host and write it lower-cased (IPv6 canonical) to out, which
- * holds A3S_GRANT_HOST_MAX + 1 bytes. A ':' means an IPv6 literal. Returns NULL or why. */
-static const char *host_check(const char *s, size_t n, char *out)
-{
-    if (n == 0)
-        return "empty host";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f)
-            return "control byte in host";
-        if (c == '*' || c == '?')
-            return "wildcards are not allowed";
-        if (c == ' ')
-            return "spaces are not allowed";
-        if (c == '/' || c == '\\')
-            return "slashes are not allowed";
-        if (c == '@')
-            return "user info is not allowed";
-    }
-    if (memchr(s, ':', n)) {
-        char tmp[INET6_ADDRSTRLEN];
-        struct in6_addr a;
-        if (n >= sizeof tmp)
-            return "invalid IPv6 literal";
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        if (inet_pton(AF_INET6, tmp, &a) != 1 ||
-            !inet_ntop(AF_INET6, &a, out, A3S_GRANT_HOST_MAX + 1))
-            return "invalid IPv6 literal";
-        return NULL;
-    }
-    if (n > A3S_GRANT_HOST_MAX)
-        return "host name too long";
-    bool numeric = true;
-    size_t label = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '.') {
-            if (label == 0)
-                return "empty label in host name";
-            label = 0;
-        } else {
-            if (!is_alpha(c) && !is_digit(c) && c != '-')
-                return "invalid character in host name";
-            if (!is_digit(c))
-                numeric = false;
-            if (++label > 63)
-                return "label longer than 63 bytes";
-        }
-        out[i] = (char)to_lower(c);
-    }
-    if (label == 0)
-        return "empty label in host name";
-    out[n] = '\0';
-    /* All digits and dots: only a canonical dotted quad, never "127.1" or "2130706433"
-     * (the resolver would read those as addresses). */
-    struct in_addr a4;
-    if (numeric && inet_pton(AF_INET, out, &a4) != 1)
-        return "invalid IPv4 literal";
-    return NULL;
-}
-
-static int port_parse(const char *s, size_t n)
-{
-    if (n == 0 || n > 5)
-        return -1;
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!is_digit((unsigned char)s[i]))
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return (v >= 1 && v <= 65535) ? v : -1;
-}
-
-/* "host", "host:port", "[v6]" or "[v6]:port" -> host (canonical) and *port (0 when
- * absent). Returns NULL or why. */
-static const char *authority_parse(const char *s, size_t n, char *host, int *port)
-{
-    const char *hs = s, *ps = NULL;
-    size_t hn = n, pn = 0;
-    if (n > 0 && s[0] == '[') {
-        const char *rb = memchr(s, ']', n);
-        if (!rb)
-            return "unbalanced '['";
-        hs = s + 1;
-        hn = (size_t)(rb - hs);
-        if (hn == 0)
-            return "empty host";
-        if (!memchr(hs, ':', hn))
-            return "brackets are only for IPv6 literals";
-        size_t rest = n - (size_t)(rb + 1 - s);
-        if (rest > 0) {
-            if (rb[1] != ':')
-                return "junk after ']'";
-            ps = rb + 2;
-            pn = rest - 1;
-        }
-    } else {
-        const char *colon = memchr(s, ':', n);
-        if (colon) {
-            if (memchr(colon + 1, ':', n - (size_t)(colon + 1 - s)))
-                return "IPv6 literals need brackets";
-            hn = (size_t)(colon - s);
-            ps = colon + 1;
-            pn = n - hn - 1;
-        }
-    }
-    const char *why = host_check(hs, hn, host);
-    if (why)
-        return why;
-    *port = 0;
-    if (ps) {
-        int p = port_parse(ps, pn);
-        if (p < 0)
-            return "port outside 1..65535";
-        *port = p;
-    }
-    return NULL;
-}
-
-/* An IP literal as a socket address (port 0); false for names. */
-static bool literal_addr(const char *host, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *in = (struct sockaddr_in *)(void *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)ss;
-    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
-        in->sin_family = AF_INET;
-        return true;
-    }
-    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        return true;
-    }
-    return false;
-}
-
-static bool literal_unspecified(const char *host)
-{
-    struct sockaddr_storage ss;
-    return literal_addr(host, &ss) && a3s_addr_is_unspecified((const struct sockaddr *)&ss);
-}
-
-int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err)
-{
-    if (!spec || !g)
-        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant: none given");
-    size_t n = strnlen(spec, 1024);
-    /* The spec is echoed in the message: show it printable and short. */
-    char shown[96];
-    size_t k = 0;
-    for (; k < n && k < sizeof shown - 4; k++) {
-        unsigned char c = (unsigned char)spec[k];
-        shown[k] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
-    }
-    if (k < n)
-        memcpy(shown + k, "...", 3), k += 3;
-    shown[k] = '\0';
-    if (n >= 1024)
-        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant '%s': too long", shown);
-    a3s_grant tmp;
-    memset(&tmp, 0, sizeof tmp);
-    const char *why = authority_parse(spec, n, tmp.host, &tmp.port);
-    if (!why && literal_unspecified(tmp.host))
-        why = "the unspecified address reaches the host itself";
-    if (why)
-        return a3s_fail(err, A3S_ERR_INVALID, "invalid network grant '%s': %s", shown, why);
-    *g = tmp;
-    return 0;
-}
-
-bool a3s_grants_allow(const a3s_grant *g, size_t n, const char *host, int port)
-{
-    if (!g || !host || !*host || port < 1 || port > 65535)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (case_eq(g[i].host, host) && (g[i].port == 0 || g[i].port == port))
-            return true;
-    return false;
-}
-
-/* ------------------------------------------------------------------ address policy */
-
-static bool v4_internal(const unsigned char b[4])
-{
-    if (b[0] == 0 || b[0] == 10 || b[0] == 127)     /* this network, RFC 1918, loopback */
-        return true;
-    if (b[0] == 100 && (b[1] & 0xc0) == 64)           /* CGNAT 100.64/10 */
-        return true;
-    if (b[0] == 169 && b[1] == 254)                   /* link-local and cloud metadata */
-        return true;
-    if (b[0] == 172 && (b[1] & 0xf0) == 16)           /* RFC 1918 */
-        return true;
-    if (b[0] == 192 && b[1] == 168)                   /* RFC 1918 */
-        return true;
-    return b[0] >= 224;                               /* multicast, reserved, broadcast */
-}
-
-bool a3s_addr_is_internal(const struct sockaddr *sa)
-{
-    if (!sa)
-        return true;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        unsigned char b[4];
-        memcpy(b, &in->sin_addr, 4);
-        return v4_internal(b);
-    }
-    if (sa->sa_family != AF_INET6)
-        return true; /* nothing else is an upstream we understand: fail closed */
-    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
-    const unsigned char *b = in6->sin6_addr.s6_addr;
-    static const unsigned char zero[12];
-    if (memcmp(b, zero, 10) == 0 && b[10] == 0xff && b[11] == 0xff)
-        return v4_internal(b + 12);                   /* IPv4-mapped */
-    if (memcmp(b, zero, 12) == 0)                     /* ::, ::1, IPv4-compatible */
-        return (b[12] | b[13] | b[14]) == 0 ? true : v4_internal(b + 12);
-    if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b) {
-        if (memcmp(b + 4, zero, 8) == 0)
-            return v4_internal(b + 12);               /* NAT64 64:ff9b::/96 */
-        return true;                                  /* local-use NAT64 64:ff9b:1::/48 */
-    }
-    if (b[0] == 0x20 && b[1] == 0x02)
-        return v4_internal(b + 2);                    /* 6to4 embeds an IPv4 address */
-    if ((b[0] & 0xfe) == 0xfc)                        /* unique local fc00::/7 (fd00:ec2::254) */
-        return true;
-    if (b[0] == 0xfe && (b[1] & 0x80) == 0x80)        /* link-local fe80::/10, site-local */
-        return true;
-    return b[0] == 0xff;                              /* multicast */
-}
-
-static const unsigned char v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-bool a3s_addr_is_unspecified(const struct sockaddr *sa)
-{
-    if (!sa)
-        return true;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        unsigned char b[4];
-        memcpy(b, &in->sin_addr, 4);
-        return b[0] == 0; /* 0.0.0.0/8: "this network"; 0.0.0.0 connects to loopback */
-    }
-    if (sa->sa_family != AF_INET6)
-        return true;
-    const unsigned char *b = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-    static const unsigned char zero[16];
-    if (memcmp(b, zero, 16) == 0)
-        return true;
-    return memcmp(b, v4_mapped_prefix, 12) == 0 && b[12] == 0; /* connects as IPv4 */
-}
-
-/* ------------------------------------------------------------------ HTTP parsing */
-
-enum {
-    HP_MORE = 0,
-    HP_OK = 1,
-    HP_BAD = -1,
-    HP_TOOBIG = -2,
-    HP_TLS = -3,
-    HP_CHUNKED = -4,
-};
-
-static const char *const http_methods[] = {"CONNECT", "GET",    "HEAD",   "POST",
-                                           "PUT",     "PATCH",  "DELETE", "OPTIONS"};
-
-static const char *method_find(const char *m, size_t n)
-{
-    for (size_t i = 0; i < sizeof http_methods / sizeof *http_methods; i++)
-        if (strlen(http_methods[i]) == n && ncase_eq(m, http_methods[i], n))
-            return http_methods[i];
-    return NULL;
-}
-
-/* An origin-form path (query included) is acceptable when it starts with '/', has no
- * dot segments, no '\\' or '#', only well-formed escapes, and no escaped '.', '/', '\\'
- * in the path part or NUL anywhere: what the grant saw is what the upstream serves. */
-static bool path_ok(const char *p, size_t n)
-{
-    if (n == 0 || p[0] != '/')
-        return false;
-    const char *qm = memchr(p, '?', n);
-    size_t q = qm ? (size_t)(qm - p) : n;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c == '\\' || c == '#')
-            return false;
-        if (c != '%')
-            continue;
-        if (i + 2 >= n)
-            return false;
-        int hi = hex_val((unsigned char)p[i + 1]), lo = hex_val((unsigned char)p[i + 2]);
-        if (hi < 0 || lo < 0)
-            return false;
-        int v = hi * 16 + lo;
-        if (v == 0 || (i < q && (v == '.' || v == '/' || v == '\\')))
-            return false;
-        i += 2;
-    }
-    for (size_t s = 0; s < q;) {
-        size_t e = s + 1;
-        while (e < q && p[e] != '/')
-            e++;
-        size_t seg = e - s - 1; /* bytes after the '/' */
-        if ((seg == 1 && p[s + 1] == '.') || (seg == 2 && p[s + 1] == '.' && p[s + 2] == '.'))
-            return false;
-        s = e;
-    }
-    return true;
-}
-
-static bool method_prefix(const char *m, size_t n)
-{
-    for (size_t i = 0; i < sizeof http_methods / sizeof *http_methods; i++)
-        if (strlen(http_methods[i]) >= n && ncase_eq(m, http_methods[i], n))
-            return true;
-    return false;
-}
-
-/* Check the request line bytes seen so far (no LF yet), so garbage is refused at once
- * instead of after a timeout. */
-static int line_prefix(const char *b, size_t m)
-{
-    size_t i = 0;
-    while (i < m && b[i] != ' ')
-        i++;
-    if (i < m ? !method_find(b, i) : !method_prefix(b, i))
-        return HP_BAD;
-    for (size_t j = 0; j < m; j++) {
-        unsigned char c = (unsigned char)b[j];
-        if (c == '\r' && j + 1 == m)
-            continue; /* the LF may still come */
-        if (c < 0x20 || c >= 0x7f)
-            return HP_BAD;
-    }
-    return HP_MORE;
-}
-
-static int request_line(const char *line, size_t ll, a3s_http_req *r)
-{
-    const char *sp1 = memchr(line, ' ', ll);
-    if (!sp1)
-        return HP_BAD;
-    const char *m = method_find(line, (size_t)(sp1 - line));
-    if (!m)
-        return HP_BAD;
-    snprintf(r->method, sizeof r->method, "%s", m);
-    const char *t = sp1 + 1;
-    const char *sp2 = memchr(t, ' ', ll - (size_t)(t - line));
-    if (!sp2 || sp2 == t)
-        return HP_BAD;
-    size_t tlen = (size_t)(sp2 - t);
-    const char *v = sp2 + 1;
-    size_t vlen = ll - (size_t)(v - line);
-    if (vlen != 8 || (memcmp(v, "HTTP/1.1", 8) != 0 && memcmp(v, "HTTP/1.0", 8) != 0))
-        return HP_BAD; /* also refuses extra tokens: they would contain a space */
-    if (strcmp(m, "CONNECT") == 0) {
-        if (authority_parse(t, tlen, r->host, &r->port) || r->port == 0)
-            return HP_BAD;
-        r->connect = true;
-        return HP_OK;
-    }
-    if (tlen >= 8 && ncase_eq(t, "https://", 8))
-        return HP_TLS; /* no TLS interception: HTTPS goes through CONNECT */
-    if (tlen < 7 || !ncase_eq(t, "http://", 7))
-        return HP_BAD;
-    const char *a = t + 7;
-    const char *slash = memchr(a, '/', tlen - 7);
-    if (!slash)
-        return HP_BAD;
-    if (authority_parse(a, (size_t)(slash - a), r->host, &r->port))
-        return HP_BAD;
-    if (r->port == 0)
-        r->port = 80;
-    size_t plen = (size_t)(t + tlen - slash);
-    if (plen >= sizeof r->path || !path_ok(slash, plen))
-        return HP_BAD;
-    memcpy(r->path, slash, plen);
-    r->path[plen] = '\0';
-    return HP_OK;
-}
-
-static int header_line(const char *h, size_t hl, bool *have_cl, uint64_t *cl)
-{
-    const char *colon = memchr(h, ':', hl);
-    if (!colon || colon == h)
-        return HP_BAD; /* also refuses obs-fold continuation lines */
-    size_t nl = (size_t)(colon - h);
-    for (size_t i = 0; i < nl; i++)
-        if (!is_tchar((unsigned char)h[i]))
-            return HP_BAD; /* "Name :" is a smuggling classic */
-    for (size_t i = nl + 1; i < hl; i++) {
-        unsigned char c = (unsigned char)h[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return HP_BAD;
-    }
-    if (nl == 17 && ncase_eq(h, "transfer-encoding", 17))
-        return HP_CHUNKED;
-    if (nl == 14 && ncase_eq(h, "content-length", 14)) {
-        const char *v = colon + 1, *e = h + hl;
-        while (v < e && (*v == ' ' || *v == '\t'))
-            v++;
-        while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        if (*have_cl || e == v || e - v > 18)
-            return HP_BAD;
-        uint64_t val = 0; /* at most 18 digits: no overflow */
-        for (const char *p = v; p < e; p++) {
-            if (!is_digit((unsigned char)*p))
-                return HP_BAD;
-            val = val * 10 + (uint64_t)(*p - '0');
-        }
-        *have_cl = true;
-        *cl = val;
-    }
-    return HP_OK;
-}
-
-static int http_parse(const char *buf, size_t len, a3s_http_req *r)
-{
-    memset(r, 0, sizeof *r);
-    size_t scan = len < REQ_LINE_MAX ? len : REQ_LINE_MAX;
-    const char *lf = scan ? memchr(buf, '\n', scan) : NULL;
-    if (!lf) {
-        if (line_prefix(buf, scan) == HP_BAD)
-            return HP_BAD;
-        return len >= REQ_LINE_MAX ? HP_TOOBIG : HP_MORE;
-    }
-    size_t le = (size_t)(lf - buf); /* index of the LF */
-    if (le == 0 || buf[le - 1] != '\r' || line_prefix(buf, le) == HP_BAD)
-        return HP_BAD;
-    int rc = request_line(buf, le - 1, r);
-    if (rc != HP_OK)
-        return rc;
-    size_t start = le + 1, pos = start;
-    bool have_cl = false;
-    for (;;) {
-        size_t room = start + HEADERS_MAX - pos;
-        size_t avail = len - pos;
-        const char *nl = memchr(buf + pos, '\n', avail < room ? avail : room);
-        if (!nl)
-            return avail >= room ? HP_TOOBIG : HP_MORE;
-        size_t e = (size_t)(nl - buf);
-        if (e == pos || buf[e - 1] != '\r')
-            return HP_BAD; /* bare LF */
-        size_t hl = e - 1 - pos;
-        if (hl == 0) {
-            r->head_len = e + 1;
-            return HP_OK;
-        }
-        rc = header_line(buf + pos, hl, &have_cl, &r->content_length);
-        if (rc != HP_OK)
-            return rc;
-        pos = e + 1;
-    }
-}
-
-int a3s_http_parse(const char *buf, size_t len, a3s_http_req *r)
-{
-    if (!r || (!buf && len))
-        return -1;
-    int rc = http_parse(buf ? buf : "", len, r);
-    return rc > 0 ? 1 : rc == 0 ? 0 : -1;
-}
-
-/* ------------------------------------------------------------------ SOCKS5 parsing */
-
-enum {
-    SP_MORE = 0,
-    SP_OK = 1,
-    SP_BAD = -1,
-    SP_NOAUTH = -2,
-    SP_ATYP = -3,
-};
-
-static int socks_greeting(const unsigned char *b, size_t len, size_t *used)
-{
-    if (len < 1)
-        return SP_MORE;
-    if (b[0] != 5)
-        return SP_BAD;
-    if (len < 2)
-        return SP_MORE;
-    size_t n = b[1];
-    if (n == 0)
-        return SP_NOAUTH;
-    if (len < 2 + n)
-        return SP_MORE;
-    if (!memchr(b + 2, 0x00, n))
-        return SP_NOAUTH;
-    *used = 2 + n;
-    return SP_OK;
-}
-
-static int socks_request(const unsigned char *b, size_t len, a3s_socks_req *r, size_t *used)
-{
-    memset(r, 0, sizeof *r);
-    if (len < 4)
-        return (len >= 1 && b[0] != 5) || (len >= 3 && b[2] != 0) ? SP_BAD : SP_MORE;
-    if (b[0] != 5 || b[2] != 0)
-        return SP_BAD;
-    size_t off = 4, alen;
-    switch (b[3]) {
-    case 1:
-        alen = 4;
-        break;
-    case 4:
-        alen = 16;
-        break;
-    case 3:
-        if (len < 5)
-            return SP_MORE;
-        alen = b[4];
-        off = 5;
-        if (alen == 0)
-            return SP_BAD;
-        break;
-    default:
-        return SP_ATYP;
-    }
-    if (len < off + alen + 2)
-        return SP_MORE;
-    if (b[3] == 1 || b[3] == 4) {
-        if (!inet_ntop(b[3] == 1 ? AF_INET : AF_INET6, b + off, r->host, sizeof r->host))
-            return SP_BAD;
-    } else if (host_check((const char *)b + off, alen, r->host)) {
-        return SP_BAD;
-    }
-    r->port = (b[off + alen] << 8) | b[off + alen + 1];
-    if (r->port == 0)
-        return SP_BAD;
-    r->cmd = b[1];
-    *used = off + alen + 2;
-    return SP_OK;
-}
-
-int a3s_socks_parse(const unsigned char *buf, size_t len, a3s_socks_req *r, size_t *used)
-{
-    if (!r || !used || (!buf && len))
-        return -1;
-    static const unsigned char none[1];
-    if (!buf)
-        buf = none;
-    size_t g = 0, q = 0;
-    int rc = socks_greeting(buf, len, &g);
-    if (rc == SP_OK)
-        rc = socks_request(buf + g, len - g, r, &q);
-    if (rc == SP_OK)
-        *used = g + q;
-    return rc > 0 ? 1 : rc == 0 ? 0 : -1;
-}
-
 /* ------------------------------------------------------------------ serving */
-
-/* Refusals are counted exactly, but only the first `keep` and the last `keep` are kept
- * as records: a client looping on refused requests must neither grow the record file
- * without bound nor push the interesting records out of it. */
-#define DENY_LINE_MAX 512 /* a record: the target is at most 253 + 9 bytes */
-#define DENY_KEEP_DEFAULT 32
-#define DENY_KEEP_MAX 1024
-#define DENY_REASONS 32 /* distinct reasons counted by name (the code has about 15) */
-
-typedef struct deny_line {
-    unsigned long long seq; /* which refusal this slot holds */
-    size_t len;             /* 0: empty (or it could not be formatted) */
-    char text[DENY_LINE_MAX];
-} deny_line;
-
-typedef struct deny_log {
-    size_t keep;
-    unsigned long long total, kept_first;
-    deny_line *ring;                  /* keep slots, refusal number seq in slot seq % keep */
-    const char *reason[DENY_REASONS]; /* static strings, counted in count[] */
-    unsigned long long count[DENY_REASONS];
-    unsigned long long other; /* reasons beyond DENY_REASONS distinct ones */
-    bool closed;              /* the summary is out: later refusals are not recorded */
-} deny_log;
-
-/* Every address on one of the host's interfaces, as IPv6 (IPv4 ones mapped). Re-read
- * when the kernel reports an address change on `nl`, and at most a second after the
- * last reading in any case. */
-typedef struct host_addrs {
-    pthread_mutex_t lock;
-    int nl;                     /* NETLINK_ROUTE, address-change groups; -1 if none */
-    bool stale;                 /* re-read before the next answer */
-    unsigned long long read_ms; /* when the list was read */
-    size_t n;
-    struct in6_addr *a;
-} host_addrs;
 
 typedef struct med_ctx {
     pthread_mutex_t lock; /* guards active, serving and the denial log */
@@ -685,8 +42,8 @@ typedef struct med_ctx {
     int connect_ms, idle_ms, max_conns;
     size_t n;
     a3s_grant *g;
-    deny_log deny;
-    host_addrs own; /* its lock is taken alone, never with `lock` */
+    a3s_deny_log deny;
+    a3s_host_addrs own; /* its lock is taken alone, never with `lock` */
     bool own_ready; /* own.lock initialised */
 } med_ctx;
 
@@ -701,110 +58,9 @@ typedef struct conn {
     int fd; /* the client (the in-sandbox relay) */
     int up; /* the pinned upstream, or -1 */
     size_t len;
-    unsigned char buf[HEAD_BUF];
+    unsigned char buf[A3S_HTTP_HEAD_MAX];
     relay_dir dir[2]; /* 0: client -> upstream, 1: upstream -> client */
 } conn;
-
-/* ------------------------------------------------------------------ denial records */
-
-/* One record line (newline included) into out; its length, or 0 when it does not fit. */
-static size_t deny_format(char *out, size_t cap, const char *proto, const char *host, int port,
-                          const char *reason)
-{
-    char target[A3S_GRANT_HOST_MAX + 16] = "";
-    if (host && *host)
-        snprintf(target, sizeof target, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-    /* The host passed host_check (ASCII), but a target is still written the one way
-     * every host-derived text is (engine/json.h), and a failed member fails the record
-     * (it is still counted) instead of writing it without its target. */
-    json_t *o = json_object();
-    bool ok = a3s_json_set(o, "kind", json_string("network")) == 0 &&
-              a3s_json_set(o, "protocol", a3s_json_cstr(proto)) == 0 &&
-              a3s_json_set(o, "target", a3s_json_cstr(target)) == 0 &&
-              a3s_json_set(o, "reason", a3s_json_cstr(reason)) == 0 &&
-              a3s_json_set(o, "decision", json_string("deny")) == 0;
-    size_t n = ok ? json_dumpb(o, out, cap, JSON_COMPACT) : 0;
-    json_decref(o);
-    if (n == 0 || n >= cap)
-        return 0;
-    out[n] = '\n';
-    return n + 1;
-}
-
-/* The first `keep` refusals are written as they happen; every one is counted. Called
- * with ctx->lock held. */
-static void deny_log_add(med_ctx *ctx, const char *line, size_t len, const char *reason)
-{
-    deny_log *d = &ctx->deny;
-    if (d->closed)
-        return;
-    unsigned long long seq = d->total++;
-    size_t i = 0;
-    while (i < DENY_REASONS && d->reason[i] && strcmp(d->reason[i], reason) != 0)
-        i++;
-    if (i == DENY_REASONS) {
-        d->other++;
-    } else {
-        d->reason[i] = reason;
-        d->count[i]++;
-    }
-    if (seq < d->keep) {
-        if (len && a3s_write_all(ctx->denial_fd, line, len) == 0)
-            d->kept_first++;
-        return;
-    }
-    deny_line *slot = &d->ring[seq % d->keep];
-    slot->seq = seq;
-    slot->len = len;
-    if (len)
-        memcpy(slot->text, line, len);
-}
-
-/* At stop: the last records not written yet, then the summary line (see mediator.h).
- * Called with ctx->lock held; later refusals are not recorded. */
-static void deny_log_close(med_ctx *ctx)
-{
-    deny_log *d = &ctx->deny;
-    if (d->closed || ctx->denial_fd < 0)
-        return;
-    d->closed = true;
-    if (d->total == 0)
-        return;
-    unsigned long long from = d->total > 2 * d->keep ? d->total - d->keep : d->keep;
-    unsigned long long kept_last = 0;
-    for (unsigned long long seq = from; seq < d->total; seq++) {
-        const deny_line *slot = &d->ring[seq % d->keep];
-        if (slot->seq == seq && slot->len &&
-            a3s_write_all(ctx->denial_fd, slot->text, slot->len) == 0)
-            kept_last++;
-    }
-    json_t *counts = json_object();
-    bool ok = counts != NULL;
-    for (size_t i = 0; ok && i < DENY_REASONS && d->reason[i]; i++)
-        ok = a3s_json_set(counts, d->reason[i], json_integer((json_int_t)d->count[i])) == 0;
-    if (ok && d->other)
-        ok = a3s_json_set(counts, "other", json_integer((json_int_t)d->other)) == 0;
-    if (!ok) { /* a summary without all its counts would lie: none at all */
-        json_decref(counts);
-        counts = NULL;
-    }
-    json_t *o =
-        counts ? json_pack("{s:s, s:b, s:s, s:I, s:I, s:I, s:I, s:o}", "kind", "network", "summary",
-                           1, "decision", "deny", "total", (json_int_t)d->total, "kept_first",
-                           (json_int_t)d->kept_first, "kept_last", (json_int_t)kept_last, "dropped",
-                           (json_int_t)(d->total - d->kept_first - kept_last), "counts", counts)
-               : NULL;
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (text) {
-        size_t n = strlen(text);
-        text[n] = '\n'; /* replaces the NUL: written by length */
-        (void)a3s_write_all(ctx->denial_fd, text, n + 1);
-        free(text);
-    }
-}
-
-static void host_addrs_free(host_addrs *h);
 
 /* The last one out (the server or a connection thread) frees the context. The server's
  * own release is its stop: that is when the last records and the summary go out. */
@@ -816,7 +72,7 @@ static void ctx_release(med_ctx *ctx, bool is_conn)
     else
         ctx->serving = false;
     if (!is_conn)
-        deny_log_close(ctx);
+        a3s_deny_log_close(&ctx->deny, ctx->denial_fd);
     bool last = !ctx->serving && ctx->active == 0;
     pthread_mutex_unlock(&ctx->lock);
     if (!last)
@@ -824,142 +80,28 @@ static void ctx_release(med_ctx *ctx, bool is_conn)
     if (ctx->denial_fd >= 0)
         close(ctx->denial_fd);
     if (ctx->own_ready)
-        host_addrs_free(&ctx->own);
+        a3s_host_addrs_free(&ctx->own);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->deny.ring);
     free(ctx->g);
     free(ctx);
 }
 
-/* One record per refusal, bounded as above; only the parsed origin, never header values
- * or bodies. reason must be a static string (it is counted by name). */
+/* One record per refusal, bounded (mediator_deny.h); only the parsed origin, never header
+ * values or bodies. reason must be a static string (it is counted by name). */
 static void deny_record(med_ctx *ctx, const char *proto, const char *host, int port,
                         const char *reason)
 {
     if (ctx->denial_fd < 0)
         return;
-    char line[DENY_LINE_MAX];
-    size_t len = deny_format(line, sizeof line, proto, host, port, reason);
+    char line[A3S_DENY_LINE_MAX];
+    size_t len = a3s_deny_format(line, sizeof line, proto, host, port, reason);
     pthread_mutex_lock(&ctx->lock);
-    deny_log_add(ctx, line, len, reason);
+    a3s_deny_log_add(&ctx->deny, ctx->denial_fd, line, len, reason);
     pthread_mutex_unlock(&ctx->lock);
 }
 
-/* ------------------------------------------------------------------ host addresses */
-
-#define OWN_REFRESH_MS 1000
-
-/* addr as IPv6: IPv4 mapped; IPv4-mapped and IPv4-compatible IPv6 stay as the IPv4 they
- * carry (the kernel connects ::ffff:a.b.c.d as a.b.c.d). false for other families. */
-static bool as_v6(const struct sockaddr *sa, struct in6_addr *out)
-{
-    if (sa->sa_family == AF_INET) {
-        memcpy(out->s6_addr, v4_mapped_prefix, 12);
-        memcpy(out->s6_addr + 12, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-        return true;
-    }
-    if (sa->sa_family != AF_INET6)
-        return false;
-    memcpy(out, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, sizeof *out);
-    static const unsigned char zero[12];
-    if (memcmp(out->s6_addr, zero, 12) == 0 && (out->s6_addr[12] | out->s6_addr[13]) != 0)
-        memcpy(out->s6_addr, v4_mapped_prefix, 12); /* ::a.b.c.d (not ::, ::1) */
-    return true;
-}
-
-static int host_addrs_read(host_addrs *h)
-{
-    struct ifaddrs *all = NULL;
-    if (getifaddrs(&all) < 0)
-        return -1;
-    size_t n = 0;
-    for (const struct ifaddrs *i = all; i; i = i->ifa_next)
-        n++;
-    struct in6_addr *a = calloc(n ? n : 1, sizeof *a);
-    if (!a) {
-        freeifaddrs(all);
-        errno = ENOMEM;
-        return -1;
-    }
-    size_t k = 0;
-    for (const struct ifaddrs *i = all; i; i = i->ifa_next)
-        if (i->ifa_addr && as_v6(i->ifa_addr, &a[k]))
-            k++;
-    freeifaddrs(all);
-    free(h->a);
-    h->a = a;
-    h->n = k;
-    h->read_ms = a3s_now_ms();
-    h->stale = false;
-    return 0;
-}
-
-/* Listen for address changes, then read the list (in that order: a change between the
- * two is either in the list or announced). Without netlink, the timer alone re-reads. */
-static int host_addrs_init(host_addrs *h)
-{
-    memset(h, 0, sizeof *h);
-    if (pthread_mutex_init(&h->lock, NULL) != 0)
-        return -1;
-    h->nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
-    struct sockaddr_nl sa = {.nl_family = AF_NETLINK,
-                             .nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR};
-    if (h->nl >= 0 && bind(h->nl, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(h->nl);
-        h->nl = -1;
-    }
-    if (host_addrs_read(h) < 0) {
-        int e = errno;
-        if (h->nl >= 0)
-            close(h->nl);
-        pthread_mutex_destroy(&h->lock);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
-static void host_addrs_free(host_addrs *h)
-{
-    if (h->nl >= 0)
-        close(h->nl);
-    pthread_mutex_destroy(&h->lock);
-    free(h->a);
-    h->a = NULL;
-}
-
-/* 1 when addr is one of the host's own, 0 when not, -1 when the list could not be
- * brought up to date (the caller refuses: fail closed). */
-static int host_addrs_has(host_addrs *h, const struct sockaddr *addr)
-{
-    struct in6_addr want;
-    if (!as_v6(addr, &want))
-        return -1;
-    pthread_mutex_lock(&h->lock);
-    /* Any message (or an overflow: ENOBUFS) means something changed: re-read. */
-    for (char buf[4096]; h->nl >= 0;) {
-        ssize_t r = recv(h->nl, buf, sizeof buf, MSG_DONTWAIT);
-        if (r > 0 || (r < 0 && errno == ENOBUFS)) {
-            h->stale = true;
-            continue;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-            h->stale = true; /* a broken socket: trust only fresh readings */
-        break;
-    }
-    int rc = 0;
-    if ((h->stale || a3s_now_ms() - h->read_ms >= OWN_REFRESH_MS) && host_addrs_read(h) < 0) {
-        h->stale = true;
-        rc = -1;
-    }
-    for (size_t i = 0; rc == 0 && i < h->n; i++)
-        if (memcmp(&h->a[i], &want, sizeof want) == 0)
-            rc = 1;
-    pthread_mutex_unlock(&h->lock);
-    return rc;
-}
+/* ------------------------------------------------------------------ I/O */
 
 static long long remaining(unsigned long long deadline)
 {
@@ -1078,24 +220,13 @@ static int try_connect(const struct addrinfo *ai, unsigned long long deadline, i
     return 0;
 }
 
-/* Whether a resolved address may be an upstream: never an unspecified one; for a name,
- * no internal range and none of the host's own addresses (an IP literal is allowed as
- * is: the decision already matched a grant naming exactly that literal). */
-static bool upstream_acceptable(med_ctx *ctx, const struct sockaddr *sa, bool literal)
-{
-    if (a3s_addr_is_unspecified(sa))
-        return false;
-    if (literal)
-        return true;
-    return !a3s_addr_is_internal(sa) && host_addrs_has(&ctx->own, sa) == 0;
-}
 
-/* Resolve on the host, drop the addresses upstream_acceptable refuses, and connect to the
+/* Resolve on the host, drop the addresses a3s_upstream_acceptable refuses, and connect to the
  * first acceptable address that answers before the deadline; that address is pinned. */
 static int upstream_open(conn *c, const char *host, int port)
 {
     struct sockaddr_storage lit;
-    bool literal = literal_addr(host, &lit);
+    bool literal = a3s_addr_literal(host, &lit);
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -1113,7 +244,7 @@ static int upstream_open(conn *c, const char *host, int port)
     for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
             continue;
-        if (!upstream_acceptable(c->ctx, ai->ai_addr, literal)) {
+        if (!a3s_upstream_acceptable(&c->ctx->own, ai->ai_addr, literal)) {
             saw_internal = true;
             continue;
         }
@@ -1213,118 +344,35 @@ static void relay(conn *c, uint64_t budget)
     }
 }
 
-static bool hop_by_hop(const char *name, size_t n, const char *const *extra,
-                       const size_t *extra_n, size_t nextra)
-{
-    static const char *const fixed[] = {"connection", "keep-alive", "te",
-                                        "trailer",    "upgrade",    "host"};
-    /* The body's framing is forwarded as is, whatever a Connection header names: the
-     * upstream must count the same body we do, else the body turns into requests.
-     * (Transfer-Encoding never gets here: such requests are refused.) */
-    if ((n == 14 && ncase_eq(name, "content-length", 14)) ||
-        (n == 17 && ncase_eq(name, "transfer-encoding", 17)))
-        return false;
-    if (n >= 6 && ncase_eq(name, "proxy-", 6))
-        return true;
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        if (strlen(fixed[i]) == n && ncase_eq(name, fixed[i], n))
-            return true;
-    for (size_t i = 0; i < nextra; i++)
-        if (extra_n[i] == n && ncase_eq(name, extra[i], n))
-            return true;
-    return false;
-}
-
-/* The upstream head in origin form: our own Host, the client's end-to-end headers (minus
- * hop-by-hop ones and those its Connection header names), and "Connection: close". */
-static char *forward_head(const char *buf, const a3s_http_req *r, size_t *out_len)
-{
-    const char *end = buf + r->head_len - 2; /* before the final CRLF */
-    const char *first = (const char *)memchr(buf, '\n', r->head_len) + 1;
-    enum { MAX_NAMED = 32 };
-    const char *named[MAX_NAMED];
-    size_t named_n[MAX_NAMED], nnamed = 0;
-    for (const char *h = first; h < end;) {
-        const char *e = memchr(h, '\r', (size_t)(end - h));
-        const char *colon = memchr(h, ':', (size_t)(e - h));
-        if ((size_t)(colon - h) == 10 && ncase_eq(h, "connection", 10)) {
-            for (const char *t = colon + 1; t < e;) {
-                while (t < e && (*t == ' ' || *t == '\t' || *t == ','))
-                    t++;
-                const char *s = t;
-                while (t < e && *t != ',' && *t != ' ' && *t != '\t')
-                    t++;
-                if (t > s && nnamed < MAX_NAMED) {
-                    named[nnamed] = s;
-                    named_n[nnamed++] = (size_t)(t - s);
-                }
-            }
-        }
-        h = e + 2;
-    }
-    size_t cap = r->head_len + strlen(r->path) + A3S_GRANT_HOST_MAX + 128;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    bool v6 = strchr(r->host, ':') != NULL;
-    int n = snprintf(out, cap, "%s %s HTTP/1.1\r\nHost: %s%s%s", r->method, r->path,
-                     v6 ? "[" : "", r->host, v6 ? "]" : "");
-    size_t len = (size_t)n;
-    if (r->port != 80)
-        len += (size_t)snprintf(out + len, cap - len, ":%d", r->port);
-    memcpy(out + len, "\r\n", 2);
-    len += 2;
-    for (const char *h = first; h < end;) {
-        const char *e = memchr(h, '\r', (size_t)(end - h));
-        const char *colon = memchr(h, ':', (size_t)(e - h));
-        if (!hop_by_hop(h, (size_t)(colon - h), named, named_n, nnamed)) {
-            memcpy(out + len, h, (size_t)(e - h) + 2);
-            len += (size_t)(e - h) + 2;
-        }
-        h = e + 2;
-    }
-    memcpy(out + len, "Connection: close\r\n\r\n", 21);
-    len += 21;
-    out[len] = '\0'; /* cap has room to spare: the request line adds < 64 bytes */
-    *out_len = len;
-    return out;
-}
-
-char *a3s_http_forward_head(const char *buf, const a3s_http_req *r, size_t *len)
-{
-    if (!buf || !r || !len || r->connect || r->head_len < 4 || !memchr(buf, '\n', r->head_len))
-        return NULL;
-    return forward_head(buf, r, len);
-}
 
 static void handle_http(conn *c, unsigned long long deadline)
 {
     med_ctx *ctx = c->ctx;
     a3s_http_req r;
     int rc;
-    while ((rc = http_parse((const char *)c->buf, c->len, &r)) == HP_MORE) {
+    while ((rc = a3s_http_head_parse((const char *)c->buf, c->len, &r)) == A3S_HP_MORE) {
         if (read_more(c, deadline) <= 0) {
             deny_record(ctx, "http", NULL, 0, "incomplete request");
             refuse(c, NULL, 0);
             return;
         }
     }
-    bool says_connect = c->len >= 8 && ncase_eq((const char *)c->buf, "CONNECT ", 8);
-    const char *proto = (rc == HP_OK ? r.connect : says_connect) ? "http-connect" : "http";
+    bool says_connect = c->len >= 8 && a3s_ascii_ncase_eq((const char *)c->buf, "CONNECT ", 8);
+    const char *proto = (rc == A3S_HP_OK ? r.connect : says_connect) ? "http-connect" : "http";
     switch (rc) {
-    case HP_TOOBIG:
+    case A3S_HP_TOOBIG:
         deny_record(ctx, proto, NULL, 0, "request too large");
         refuse(c, resp_400, sizeof resp_400 - 1);
         return;
-    case HP_CHUNKED:
+    case A3S_HP_CHUNKED:
         deny_record(ctx, proto, r.host, r.port, "chunked body refused");
         refuse(c, resp_400, sizeof resp_400 - 1);
         return;
-    case HP_TLS:
+    case A3S_HP_TLS:
         deny_record(ctx, proto, NULL, 0, "tls interception refused");
         refuse(c, resp_403, sizeof resp_403 - 1);
         return;
-    case HP_OK:
+    case A3S_HP_OK:
         break;
     default:
         deny_record(ctx, proto, NULL, 0, "malformed request");
@@ -1366,7 +414,7 @@ static void handle_http(conn *c, unsigned long long deadline)
      * is one that was decided. The head, then exactly its body, then only the response
      * comes back; anything else the client sends (a pipelined request) is never read. */
     size_t hl = 0;
-    char *head = forward_head((const char *)c->buf, &r, &hl);
+    char *head = a3s_http_forward_head((const char *)c->buf, &r, &hl);
     int sent = head ? send_all(c->up, head, hl, io) : -1;
     free(head);
     if (sent < 0) {
@@ -1394,17 +442,17 @@ static void handle_socks(conn *c, unsigned long long deadline)
     med_ctx *ctx = c->ctx;
     size_t used = 0;
     int rc;
-    while ((rc = socks_greeting(c->buf, c->len, &used)) == SP_MORE) {
+    while ((rc = a3s_socks_greeting(c->buf, c->len, &used)) == A3S_SP_MORE) {
         if (read_more(c, deadline) <= 0) {
             deny_record(ctx, "socks5", NULL, 0, "incomplete request");
             refuse(c, NULL, 0);
             return;
         }
     }
-    if (rc != SP_OK) {
+    if (rc != A3S_SP_OK) {
         static const unsigned char no_method[2] = {5, 0xff};
         deny_record(ctx, "socks5", NULL, 0,
-                    rc == SP_NOAUTH ? "no acceptable auth method" : "malformed request");
+                    rc == A3S_SP_NOAUTH ? "no acceptable auth method" : "malformed request");
         refuse(c, no_method, sizeof no_method);
         return;
     }
@@ -1414,19 +462,19 @@ static void handle_socks(conn *c, unsigned long long deadline)
     memmove(c->buf, c->buf + used, c->len - used);
     c->len -= used;
     a3s_socks_req r;
-    while ((rc = socks_request(c->buf, c->len, &r, &used)) == SP_MORE) {
+    while ((rc = a3s_socks_request(c->buf, c->len, &r, &used)) == A3S_SP_MORE) {
         if (read_more(c, deadline) <= 0) {
             deny_record(ctx, "socks5", NULL, 0, "incomplete request");
             refuse(c, NULL, 0);
             return;
         }
     }
-    if (rc == SP_ATYP) {
+    if (rc == A3S_SP_ATYP) {
         deny_record(ctx, "socks5", NULL, 0, "unsupported address type");
         socks_reply(c, 0x08, true);
         return;
     }
-    if (rc != SP_OK) {
+    if (rc != A3S_SP_OK) {
         deny_record(ctx, "socks5", NULL, 0, "malformed request");
         socks_reply(c, 0x01, true);
         return;
@@ -1598,14 +646,14 @@ int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
     ctx->connect_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 10000;
     ctx->idle_ms = opts && opts->idle_timeout_ms > 0 ? opts->idle_timeout_ms : 60000;
     ctx->max_conns = opts && opts->max_connections > 0 ? opts->max_connections : 128;
-    int keep = opts && opts->denial_records > 0 ? opts->denial_records : DENY_KEEP_DEFAULT;
-    ctx->deny.keep = (size_t)(keep < DENY_KEEP_MAX ? keep : DENY_KEEP_MAX);
+    int keep = opts && opts->denial_records > 0 ? opts->denial_records : A3S_DENY_KEEP_DEFAULT;
+    ctx->deny.keep = (size_t)(keep < A3S_DENY_KEEP_MAX ? keep : A3S_DENY_KEEP_MAX);
     bool ready = (!n || (ctx->g = malloc(n * sizeof *g)) != NULL) &&
                  (ctx->deny.ring = calloc(ctx->deny.keep, sizeof *ctx->deny.ring)) != NULL &&
                  (denial_fd < 0 || (ctx->denial_fd = fcntl(denial_fd, F_DUPFD_CLOEXEC, 3)) >= 0);
     /* The host's own addresses, read now: a mediator that cannot tell them does not serve. */
     if (ready)
-        ready = ctx->own_ready = host_addrs_init(&ctx->own) == 0;
+        ready = ctx->own_ready = a3s_host_addrs_init(&ctx->own) == 0;
     if (ready)
         ready = pthread_mutex_init(&ctx->lock, NULL) == 0;
     if (!ready) {
@@ -1613,7 +661,7 @@ int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
         if (ctx->denial_fd >= 0)
             close(ctx->denial_fd);
         if (ctx->own_ready)
-            host_addrs_free(&ctx->own);
+            a3s_host_addrs_free(&ctx->own);
         free(ctx->deny.ring);
         free(ctx->g);
         free(ctx);

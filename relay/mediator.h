@@ -12,75 +12,10 @@
 #include <sys/socket.h>
 
 #include "a3s_sandbox.h"
-
-#define A3S_GRANT_HOST_MAX 253
-
-/* One exact origin: a DNS name (case-insensitive, no wildcards) or an IP literal
- * (IPv6 without brackets); port 0 means any port. */
-typedef struct a3s_grant {
-    char host[A3S_GRANT_HOST_MAX + 1];
-    int port;
-} a3s_grant;
-
-/* Parse "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" into g (host lower-cased, brackets
- * dropped). Refuses empty hosts, wildcards ('*'), spaces, '/', '\\', '@', control bytes,
- * labels outside [A-Za-z0-9-] (except IP literals), ports outside 1..65535, unspecified
- * addresses (0.0.0.0/8, ::, ::ffff:0.0.0.0/104: they connect to the host itself), and
- * anything longer than A3S_GRANT_HOST_MAX: A3S_ERR_INVALID naming the spec. */
-int a3s_grant_parse(const char *spec, a3s_grant *g, a3s_error *err);
-
-/* true when a request for host:port is covered by one of the grants: exact host
- * (case-insensitive; "localhost" and "127.0.0.1" are different hosts), and the grant's
- * port when it has one. */
-bool a3s_grants_allow(const a3s_grant *g, size_t n, const char *host, int port);
-
-/* Address policy after resolution: loopback, private (RFC 1918, fc00::/7), link-local
- * (169.254/16, fe80::/10), unspecified, multicast, CGNAT (100.64/10) and metadata
- * (169.254.169.254, fd00:ec2::254) addresses are refused unless the grant names that
- * exact IP literally. IPv4-mapped and embedding forms are judged as their IPv4 address.
- * The serving side also refuses every address assigned to one of the host's interfaces
- * (read with getifaddrs, re-read as soon as the kernel reports an address change and at
- * least every second), with the same literal-grant exception. */
-bool a3s_addr_is_internal(const struct sockaddr *sa);
-
-/* 0.0.0.0/8, :: and ::ffff:0.0.0.0/104: these reach the host itself, so they are never
- * an upstream, not even when a grant names them literally. NULL and unknown families
- * count as unspecified (fail closed). */
-bool a3s_addr_is_unspecified(const struct sockaddr *sa);
-
-/* Request parsing, exposed for tests and the fuzz harness. */
-typedef struct a3s_http_req {
-    char method[16];
-    char host[A3S_GRANT_HOST_MAX + 1];
-    int port;
-    char path[4096]; /* origin-form path for absolute-form requests, normalized */
-    bool connect;    /* CONNECT host:port */
-    size_t head_len; /* bytes of request line + headers, including the final CRLFCRLF */
-    uint64_t content_length; /* the body that belongs to this request (0: none) */
-} a3s_http_req;
-
-/* Parse an HTTP request head in buf[0..len): 1 complete and valid (r filled), 0 need more
- * bytes, -1 malformed or refused (overlong request line > 8 KiB, headers > 16 KiB, a
- * method outside CONNECT/GET/HEAD/POST/PUT/PATCH/DELETE/OPTIONS, a target that is not
- * "host:port" for CONNECT or "http://host[:port]/path" otherwise, chunked bodies, dot
- * segments or percent-encoded dots/slashes in the path). */
-int a3s_http_parse(const char *buf, size_t len, a3s_http_req *r);
-
-/* The head sent upstream for an absolute-form request that a3s_http_parse accepted from
- * buf into r: origin-form request line, our own Host, the client's end-to-end headers
- * (Content-Length always kept, whatever Connection names), then "Connection: close".
- * malloc'd and NUL-terminated, length in *len; NULL for CONNECT or on ENOMEM. */
-char *a3s_http_forward_head(const char *buf, const a3s_http_req *r, size_t *len);
-
-typedef struct a3s_socks_req {
-    char host[A3S_GRANT_HOST_MAX + 1];
-    int port;
-    int cmd; /* 1 CONNECT; anything else is refused with reply 0x07 */
-} a3s_socks_req;
-
-/* Parse a SOCKS5 greeting + request in buf[0..len): 1 complete (r filled, *used = bytes
- * consumed), 0 need more, -1 malformed. Only "no authentication" is acceptable. */
-int a3s_socks_parse(const unsigned char *buf, size_t len, a3s_socks_req *r, size_t *used);
+/* The grants it decides against. Its parts have headers of their own: the request
+ * parsers (mediator_parse.h), the address policy (mediator_addr.h), the refusal records
+ * (mediator_deny.h). */
+#include "grant.h"
 
 typedef struct a3s_mediator_opts {
     int connect_timeout_ms; /* default 10000 */
@@ -122,7 +57,7 @@ typedef struct a3s_mediator_opts {
 int a3s_mediator_serve(int listen_fd, int stop_fd, const a3s_grant *g, size_t n,
                        int denial_fd, const a3s_mediator_opts *opts);
 
-/* The helper program a3s-sandbox-mediator (mediator/main.c) that serves in a process of
- * its own: its arguments, fixed descriptors and exit statuses are in protocol.h. */
+/* The helper program a3s-sandbox-mediator (relay/mediator_main.c) that serves in a process
+ * of its own: its arguments, fixed descriptors and exit statuses are in protocol.h. */
 
 #endif

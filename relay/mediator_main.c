@@ -1,6 +1,6 @@
 /* a3s-sandbox-mediator: the host-side network mediator of one mediated run (SPEC §6), a
  * program of its own so that the library starts it with posix_spawn instead of forking
- * (backends/linux/protocol.h, "The helper program"):
+ * (relay/protocol.h, "The helper program"):
  *
  *   a3s-sandbox-mediator --parent-pid PID [--grant HOST PORT]...
  *
@@ -26,7 +26,7 @@
 #include "mediator.h"
 #include "util.h"
 
-/* Its fixed fds and exit statuses: shared with the library (engine/medproc.c). */
+/* Its fixed fds and exit statuses: shared with the library (backends/linux/medproc.c). */
 #include "protocol.h"
 
 #define PROG "a3s-sandbox-mediator"

@@ -57,11 +57,12 @@ enum { A3S_SETUP_T_ANY = 0, A3S_SETUP_T_DIR = 1, A3S_SETUP_T_NONDIR = 2 };
 #define A3S_RELAY_HTTP A3S_RELAY_ADDR ":" A3S_RELAY_HTTP_PORT   /* HTTP proxy */
 #define A3S_RELAY_SOCKS A3S_RELAY_ADDR ":" A3S_RELAY_SOCKS_PORT /* SOCKS5 */
 
-/* ---- The helper program a3s-sandbox-mediator (mediator/main.c) ----
+/* ---- The helper program a3s-sandbox-mediator (relay/mediator_main.c) ----
  *
- * engine/medproc.c starts one per mediated run with posix_spawn: the library never forks
- * and goes on running its own code in the child, which in a multithreaded host could wait
- * forever on a lock (malloc's, the resolver's, ...) that another thread held at the fork.
+ * backends/linux/medproc.c starts one per mediated run with posix_spawn: the library never
+ * forks and goes on running its own code in the child, which in a multithreaded host could
+ * wait forever on a lock (malloc's, the resolver's, ...) that another thread held at the
+ * fork.
  *
  *   a3s-sandbox-mediator --parent-pid PID [--grant HOST PORT]...
  *

@@ -25,7 +25,7 @@ while IFS= read -r h; do
     bad=1
   fi
   where[$n]=$d
-done < <(git ls-files 'include/*.h' 'engine/*.h' 'backends/*.h' 'relay/*.h' 'bindings/*.h')
+done < <(git ls-files 'include/*.h' 'engine/*.h' 'backends/*.h' 'relay/*.h' 'bindings/*.h' | sort -u)
 
 allowed_for() {
   case $1 in
@@ -76,7 +76,7 @@ while IFS= read -r f; do
       fi
     fi
   done < "$f"
-done < <(git ls-files 'engine/*.[ch]' 'backends/*.[ch]' 'relay/*.[ch]' 'bindings/*.[ch]')
+done < <(git ls-files 'engine/*.[ch]' 'backends/*.[ch]' 'relay/*.[ch]' 'bindings/*.[ch]' | sort -u)
 
 if ((bad)); then
   exit 1

@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "a3s_sandbox.h"
-#include "mediator.h"
+#include "grant.h"
 
 /* One started mediator. It dies with the thread that started it, which must be the one
  * that stops it (the same a3s_sandbox_exec call). pidfd means something only while

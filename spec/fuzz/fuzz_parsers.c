@@ -1,12 +1,13 @@
-/* libFuzzer harness for the mediator's parsers (engine/mediator.c): a3s_http_parse (and
- * the head it forwards, a3s_http_forward_head), a3s_socks_parse, on short inputs
- * a3s_grant_parse, and the address policy on raw addresses. Besides the sanitizers it
- * checks what the server relies on: a complete parse stays inside the input and the
- * bounds, the host is validated lower-case text, the port is 1..65535, paths carry no dot
- * segments or escaped dots/slashes, a complete head is complete exactly at head_len (no
- * shorter prefix completes), content_length is the request's own Content-Length, the
- * forwarded head keeps exactly that framing and ends the connection, grants never name an
- * unspecified address, and the IPv4-mapped form of an address is judged as the address.
+/* libFuzzer harness for the mediator's parsers (relay/mediator_parse.c): a3s_http_parse
+ * (and the head it forwards, a3s_http_forward_head), a3s_socks_parse, on short inputs
+ * a3s_grant_parse (engine/grant.c), and the address policy on raw addresses
+ * (relay/mediator_addr.c). Besides the sanitizers it checks what the server relies on: a
+ * complete parse stays inside the input and the bounds, the host is validated lower-case
+ * text, the port is 1..65535, paths carry no dot segments or escaped dots/slashes, a
+ * complete head is complete exactly at head_len (no shorter prefix completes),
+ * content_length is the request's own Content-Length, the forwarded head keeps exactly that
+ * framing and ends the connection, grants never name an unspecified address, and the
+ * IPv4-mapped form of an address is judged as the address.
  * Build: spec/CMakeLists.txt (clang only); scripts/test.sh runs it for
  * A3S_FUZZ_SECONDS (default 60) on a copy of spec/fuzz/corpus; by hand e.g.
  *   fuzz_parsers -runs=200000 -artifact_prefix=/tmp/ "$(mktemp -d)" spec/fuzz/corpus */
@@ -19,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mediator.h"
+#include "grant.h"
+#include "mediator_addr.h"
+#include "mediator_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

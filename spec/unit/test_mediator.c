@@ -1,7 +1,8 @@
-/* Unit tests for engine/mediator.c: grant parsing and matching, the address policy, the
- * HTTP and SOCKS5 parsers, and a live mediator (a3s_mediator_serve in a forked child)
- * between a Unix-socket client (this process) and an upstream on 127.0.0.1. Loopback
- * only: nothing here contacts another host. */
+/* Unit tests of the grants (engine/grant.c) and the mediator (relay/mediator*.c): grant
+ * parsing and matching, the address policy, the HTTP and SOCKS5 parsers, and a live
+ * mediator (a3s_mediator_serve in a forked child) between a Unix-socket client (this
+ * process) and an upstream on 127.0.0.1. Loopback only: nothing here contacts another
+ * host. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -36,7 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grant.h"
 #include "mediator.h"
+#include "mediator_addr.h"
+#include "mediator_parse.h"
 #include "tap.h"
 #include "util.h"
 

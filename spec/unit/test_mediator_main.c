@@ -1,4 +1,4 @@
-/* Tests of the built a3s-sandbox-mediator program on its own (engine/mediator.h, "The
+/* Tests of the built a3s-sandbox-mediator program on its own (relay/protocol.h, "The
  * helper program"), started here with its descriptors at the fixed numbers as the
  * library does: strict arguments and descriptors (exit 2 and a reason on the ready pipe,
  * nothing served), a parent that is not the one named (exit 3, silent), "R" once it
