@@ -11,8 +11,18 @@
 # A quoted include is found by its name in the folders that hold headers; every header
 # name is unique in the tree, so the name says the folder. Exits 1 on any violation.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+# The tree to check: $1, or the one this script is in.
+root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 cd "$root"
+# Its files: git's list in a checkout, else every file (a copy, as the spec makes).
+files() {
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files "$@" | sort -u
+  else
+    local p
+    for p in "$@"; do find . -path "./$p" -type f | sed 's|^\./||'; done | sort -u
+  fi
+}
 
 # name -> folder, and no name twice.
 declare -A where=()
@@ -25,7 +35,7 @@ while IFS= read -r h; do
     bad=1
   fi
   where[$n]=$d
-done < <(git ls-files 'include/*.h' 'engine/*.h' 'backends/*.h' 'relay/*.h' 'bindings/*.h' | sort -u)
+done < <(files 'include/*.h' 'engine/*.h' 'backends/*.h' 'relay/*.h' 'bindings/*.h')
 
 allowed_for() {
   case $1 in
@@ -76,7 +86,7 @@ while IFS= read -r f; do
       fi
     fi
   done < "$f"
-done < <(git ls-files 'engine/*.[ch]' 'backends/*.[ch]' 'relay/*.[ch]' 'bindings/*.[ch]' | sort -u)
+done < <(files 'engine/*.[ch]' 'backends/*.[ch]' 'relay/*.[ch]' 'bindings/*.[ch]')
 
 if ((bad)); then
   exit 1
