@@ -91,7 +91,7 @@ static int call_protected(lexec *x, int fn_idx, const cbargs *a)
 }
 
 /* An audit function that fails does not stop the run, as an audit file whose writes
- * fail does not (engine/sandbox.c): the run goes on under its limits, and its events and
+ * fail does not (engine/run.c): the run goes on under its limits, and its events and
  * output no longer reach Lua; sb:exec raises the error when it is over. (Stopping it
  * through the request's cancel_fd was tried: a kill that early, while bwrap is still
  * starting, can leave the sandbox's pid 1 running.) */

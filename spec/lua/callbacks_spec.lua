@@ -45,7 +45,7 @@ local function listing(dir)
   return sh("ls -A " .. q(dir) .. " | LC_ALL=C sort")
 end
 
--- Scratch dirs of this spec's TMPDIR (engine/sandbox.c make_scratch).
+-- Scratch dirs of this spec's TMPDIR (backends/linux/runres.c make_scratch).
 local function scratch_dirs()
   return sh("cd " .. q(TMP) .. " && ls -d a3s-sandbox-* 2>/dev/null")
 end
@@ -155,7 +155,7 @@ function TestCallbacks:test_observer_error_with_position_is_not_rewritten()
 end
 
 -- The audit function raises `value` at its first event (before the command starts).
--- Like an audit file whose writes fail, that does not stop the run (engine/sandbox.c):
+-- Like an audit file whose writes fail, that does not stop the run (engine/run.c):
 -- the command (a short one here) runs under its limits, but neither the later events nor
 -- its output reach Lua, and sb:exec raises the value once everything is released.
 function TestCallbacks:audit_raises(value)

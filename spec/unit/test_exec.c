@@ -1,4 +1,4 @@
-/* Unit tests of engine/exec.c on plain host processes (no sandbox): exit status, stream
+/* Unit tests of backends/linux/exec.c on plain host processes (no sandbox): exit status, stream
  * identity, stdin, fd hygiene, rlimits, the deadline and the kill of the whole tree
  * (reference §6.12 process.rs tests), and which caller stdin fds the command may hold
  * (only a read-only pipe; a terminal, socket, file or writable fd is forwarded), and what

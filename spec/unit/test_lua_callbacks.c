@@ -1,4 +1,4 @@
-/* Memory errors in the Lua module's callbacks (bindings/lua_module.c), from a C host that
+/* Memory errors in the Lua module's callbacks (bindings/lua/module.c), from a C host that
  * owns the allocator: a lua_State made with lua_newstate and an allocator that starts
  * failing when the Lua callback says so (`arm()`), with the module linked in.
  *

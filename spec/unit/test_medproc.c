@@ -1,4 +1,4 @@
-/* Tests of engine/medproc.c, the library side of the mediator process: a3s_medproc_start
+/* Tests of backends/linux/medproc.c, the library side of the mediator process: a3s_medproc_start
  * spawns the built a3s-sandbox-mediator and waits until it serves (the relay's end of the
  * channel works: a connection handed over is decided), with only LOCALDOMAIN and
  * RES_OPTIONS of the host environment, no signal blocked or ignored that the caller had;

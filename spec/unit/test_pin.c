@@ -1,4 +1,4 @@
-/* Unit tests for engine/pin.c: placeholders for missing protected workspace entries. */
+/* Unit tests for backends/linux/pin.c: placeholders for missing protected workspace entries. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
