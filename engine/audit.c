@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,18 +64,11 @@ int a3s_audit_new_id(char out[33], a3s_error *err)
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char raw[16];
-    size_t got = 0;
 
     out[0] = '\0';
-    while (got < sizeof raw) {
-        ssize_t r = getrandom(raw + got, sizeof raw - got, 0);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "execution id: getrandom");
-        }
-        got += (size_t)r;
-    }
+    /* getentropy (POSIX): at most 256 bytes, never a short read. */
+    if (getentropy(raw, sizeof raw) < 0)
+        return a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "execution id: getentropy");
     for (size_t i = 0; i < sizeof raw; i++) {
         out[2 * i] = hex[raw[i] >> 4];
         out[2 * i + 1] = hex[raw[i] & 0x0F];
