@@ -51,7 +51,7 @@ allowed_for() {
 }
 
 # System headers that tie a file to Linux or to Lua: never in engine/.
-engine_forbidden='^(lua|lauxlib|lualib|seccomp)\.h$|^linux/|^sys/(syscall|prctl|mount|timerfd|signalfd|pidfd|xattr|fsuid|capability|personality)\.h$'
+engine_forbidden='^(lua|lauxlib|lualib|seccomp)\.h$|^linux/|^sys/(syscall|prctl|mount|timerfd|signalfd|pidfd|xattr|fsuid|capability|personality|random|sysmacros|epoll|inotify|eventfd|vfs|statfs)\.h$'
 
 while IFS= read -r f; do
   allow=$(allowed_for "$f")
