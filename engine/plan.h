@@ -2,7 +2,14 @@
  * encoded canonically (JSON) and hashed (SHA-256), then frozen before anything forks.
  *
  * Ownership: every string in a plan is owned by the plan (a3s_plan_free releases all).
- * The builder functions copy their arguments. */
+ * The builder functions copy their arguments.
+ *
+ * The module, one reason to change per file:
+ *   engine/plan.c           the model: lifecycle, builders, kind and errno names;
+ *   engine/plan_validate.c  strict validation;
+ *   engine/plan_encode.c    the canonical form, its SHA-256 digest, the full plan JSON.
+ * Every declaration is here: callers include plan.h only (plan_internal.h is the
+ * module's own). */
 #ifndef A3S_PLAN_H
 #define A3S_PLAN_H
 
@@ -137,7 +144,8 @@ typedef struct a3s_plan {
     char *workspace, *scratch, *home, *tmp;
 } a3s_plan;
 
-/* Lifecycle. a3s_plan_new returns a plan with baseline-neutral defaults: no rules,
+/* engine/plan.c.
+ * Lifecycle. a3s_plan_new returns a plan with baseline-neutral defaults: no rules,
  * network none, seccomp booleans true, socket_errnum EAFNOSUPPORT, limits
  * timeout 120000 ms, output 102400, nofile 1024, core 0, scan depth 64, entries 1000000. */
 a3s_plan *a3s_plan_new(void);
@@ -156,12 +164,14 @@ int a3s_plan_seccomp_deny(a3s_plan *p, const char *syscall, int errnum, const ch
                           int line, a3s_error *err);
 int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err);
 
-/* Strict validation (A3S_ERR_POLICY on failure, message names the rule and its
+/* engine/plan_validate.c.
+ * Strict validation (A3S_ERR_POLICY on failure, message names the rule and its
  * provenance): clean absolute paths, RW only within workspace or scratch, one kind per
  * path, valid env names, known syscalls, limits in range. */
 int a3s_plan_validate(const a3s_plan *p, a3s_error *err);
 
-/* Canonical JSON of the declarations (version, name, network, fs rules (discovered too)
+/* engine/plan_encode.c.
+ * Canonical JSON of the declarations (version, name, network, fs rules (discovered too)
  * with host roots written as ${workspace}/${scratch}/${home}/${tmp}, protected names,
  * secret prefixes, scan skips, env, seccomp, limits), keys sorted, no whitespace.
  * malloc'd; NULL on ENOMEM. */
@@ -170,10 +180,13 @@ char *a3s_plan_canonical(const a3s_plan *p);
 void a3s_sha256_hex(const void *data, size_t len, char out[65]);
 /* SHA-256 of a3s_plan_canonical, lower-case hex. */
 int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err);
-/* Full plan as pretty JSON (every rule with provenance); `extra_json`, when non-NULL,
+
+/* engine/plan_encode.c.
+ * Full plan as pretty JSON (every rule with provenance); `extra_json`, when non-NULL,
  * is a JSON object text whose members are merged in (e.g. the bwrap argv). */
 char *a3s_plan_json(const a3s_plan *p, const char *extra_json);
 
+/* engine/plan.c: names. */
 const char *a3s_fs_kind_name(enum a3s_fs_kind k);
 /* errno name <-> number for the errnos a policy may use ("EPERM", "ENOSYS", ...). */
 int a3s_errno_from_name(const char *name);
