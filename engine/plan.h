@@ -7,7 +7,10 @@
  * The module, one reason to change per file:
  *   engine/plan.c           the model: lifecycle, builders, kind and errno names;
  *   engine/plan_validate.c  strict validation;
- *   engine/plan_encode.c    the canonical form, its SHA-256 digest, the full plan JSON.
+ *   engine/plan_encode.c    the one walker over the model that writes both JSON forms,
+ *                           the canonical one and the full one;
+ *   engine/plan_digest.c    the canonical form as text and its SHA-256 digest;
+ *   engine/plan_json.c      the full plan as pretty JSON.
  * Every declaration is here: callers include plan.h only (plan_internal.h is the
  * module's own). */
 #ifndef A3S_PLAN_H
@@ -170,7 +173,7 @@ int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err);
  * path, valid env names, known syscalls, limits in range. */
 int a3s_plan_validate(const a3s_plan *p, a3s_error *err);
 
-/* engine/plan_encode.c.
+/* engine/plan_digest.c.
  * Canonical JSON of the declarations (version, name, network, fs rules (discovered too)
  * with host roots written as ${workspace}/${scratch}/${home}/${tmp}, protected names,
  * secret prefixes, scan skips, env, seccomp, limits), keys sorted, no whitespace.
@@ -181,7 +184,7 @@ void a3s_sha256_hex(const void *data, size_t len, char out[65]);
 /* SHA-256 of a3s_plan_canonical, lower-case hex. */
 int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err);
 
-/* engine/plan_encode.c.
+/* engine/plan_json.c.
  * Full plan as pretty JSON (every rule with provenance); `extra_json`, when non-NULL,
  * is a JSON object text whose members are merged in (e.g. the bwrap argv). */
 char *a3s_plan_json(const a3s_plan *p, const char *extra_json);

@@ -1,4 +1,12 @@
-/* The plan in JSON: the canonical form and its digest, and the full plan.
+/* The plan in JSON: one walker over the model writes both of its forms.
+ *
+ * The canonical form is the input of the digest (plan_digest.c); the full form is the
+ * plan as `a3s-sandbox plan` shows it (plan_json.c). Each field of the model is visited
+ * once, below, and says there how each form writes it: a declaration is in both, while
+ * provenance ("from"), labels ("discovered"), the policy source and the roots are in the
+ * full form only. A field added to the model is added here, once, for both forms
+ * (spec/unit/test_plan.c checks that changing any field shows in the full plan, and in
+ * the digest unless it is one of those).
  *
  * Canonical encoding (a3s_plan_version 1), the input of the digest:
  *   json_dumps(JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII) of
@@ -30,7 +38,16 @@
  * plan (a3s_plan_json), like every JSON output, writes such text as {"base64": ...}
  * (engine/json.h).
  * Errno values are written by name ("EPERM"), or as a number when the table has no name.
- * Changing any of this changes digests: bump A3S_PLAN_VERSION when you do. */
+ * Changing any of this changes digests: bump A3S_PLAN_VERSION when you do.
+ *
+ * Full form (a3s_plan_json adds "digest" and the caller's members): the same members,
+ * host text as it is (a3s_json_cstr: {"base64": ...} for text that is not UTF-8), and
+ *   "source", "network_from", "roots":{"workspace","scratch","home","tmp"};
+ *   fs rules {"kind","path","optional","broaden","discovered","from"};
+ *   names {"name","from"}; env set {"name","value","discovered","from"};
+ *   seccomp deny rules {"syscall","errno","errnum","from"}, and seccomp "from";
+ *   limits "from"; "allow_host_root" always (a boolean).
+ * Not in either form: host_root_prov (where allow_host_root was set). */
 #include "plan.h"
 
 #include <stdio.h>
@@ -38,13 +55,10 @@
 #include <string.h>
 
 #include <jansson.h>
-#include <nettle/sha2.h>
 
 #include "json.h"
 #include "plan_internal.h"
 #include "util.h"
-
-#define CANON_FLAGS (JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII)
 
 /* ---------------------------------------------------------------- JSON helpers */
 
@@ -96,7 +110,7 @@ static json_t *jerrno(int e)
     return n ? json_string(n) : json_integer(e);
 }
 
-/* Full plan only: provenance is host text (a policy file path). */
+/* Full form only: provenance is host text (a policy file path). */
 static json_t *jprov(const a3s_prov *pv)
 {
     char pb[1024];
@@ -210,31 +224,77 @@ static json_t *jsymbolic_value(const a3s_plan *p, const char *v)
     return j;
 }
 
-/* ---------------------------------------------------------------- canonical form */
+/* ---------------------------------------------------------------- values, per form */
 
-static json_t *canon_names(const a3s_name_list *l)
+/* Declared text (names, syscalls): the digest's own encoding, or host text. */
+static json_t *jstr(bool full, const char *s)
 {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < l->n; i++)
-        if (apush(a, jtext(l->v[i].name)) < 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
+    return full ? a3s_json_cstr(s) : jtext(s);
 }
 
-static json_t *canon_fs(const a3s_plan *p)
+/* A path: symbolic in the canonical form, as it is in the full one. */
+static json_t *jpath(const a3s_plan *p, bool full, const char *s)
+{
+    return full ? a3s_json_cstr(s) : jsymbolic_path(p, s);
+}
+
+/* A ':'-separated value (env set): symbolic element by element, or as it is. */
+static json_t *jvalue(const a3s_plan *p, bool full, const char *s)
+{
+    return full ? a3s_json_cstr(s) : jsymbolic_value(p, s);
+}
+
+/* Full form only: where a rule came from (moving a line in a policy keeps the digest). */
+static int put_prov(json_t *o, const char *k, const a3s_prov *pv, bool full)
+{
+    return full ? oset(o, k, jprov(pv)) : 0;
+}
+
+/* Full form only: a label, which changes nothing that is enforced. */
+static int put_label(json_t *o, const char *k, bool v, bool full)
+{
+    return full ? oset(o, k, json_boolean(v)) : 0;
+}
+
+/* Full form only: host text that is not a declaration (the policy file, the roots). */
+static int put_host(json_t *o, const char *k, const char *s, bool full)
+{
+    return full ? oset(o, k, a3s_json_cstr(s)) : 0;
+}
+
+/* A declaration that came after version 1: in the canonical form only when set, so that
+ * plans without it keep their digests; always in the full form. */
+static int put_late_flag(json_t *o, const char *k, bool v, bool full)
+{
+    if (full)
+        return oset(o, k, json_boolean(v));
+    return v ? oset(o, k, json_true()) : 0;
+}
+
+static json_t *jnetwork(int mode)
+{
+    /* Unknown modes (refused by validation) still encode distinctly. */
+    return mode == A3S_NET_NONE ? json_string("none") : json_integer(mode);
+}
+
+/* ---------------------------------------------------------------- sections */
+
+/* Canonical: [name...]. Full: [{"name","from"}...]. */
+static json_t *names_arr(const a3s_name_list *l, bool full)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < p->nfs; i++) {
-        const a3s_fs_rule *r = &p->fs[i];
-        json_t *o = json_object();
-        bool ok = oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) == 0 &&
-                  oset(o, "path", jsymbolic_path(p, r->path)) == 0 &&
-                  oset(o, "optional", json_boolean(r->optional)) == 0 &&
-                  /* only when declared, so plans without it keep their digests */
-                  (!r->broaden || oset(o, "broaden", json_true()) == 0);
-        if (push_built(a, o, ok) < 0) {
+    for (size_t i = 0; a && i < l->n; i++) {
+        const a3s_name *e = &l->v[i];
+        json_t *v;
+        bool ok = true;
+        if (full) {
+            v = json_object();
+            ok = oset(v, "name", jstr(full, e->name)) == 0 &&
+                 put_prov(v, "from", &e->prov, full) == 0;
+        } else {
+            v = jstr(full, e->name);
+        }
+        if (push_built(a, v, ok) < 0) {
             json_decref(a);
             return NULL;
         }
@@ -242,26 +302,66 @@ static json_t *canon_fs(const a3s_plan *p)
     return a;
 }
 
-static json_t *canon_env(const a3s_plan *p)
+static json_t *fs_rule_obj(const a3s_plan *p, const a3s_fs_rule *r, bool full)
+{
+    json_t *o = json_object();
+    if (oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) < 0 ||
+        oset(o, "path", jpath(p, full, r->path)) < 0 ||
+        oset(o, "optional", json_boolean(r->optional)) < 0 ||
+        put_late_flag(o, "broaden", r->broaden, full) < 0 ||
+        put_label(o, "discovered", r->discovered, full) < 0 ||
+        put_prov(o, "from", &r->prov, full) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Every rule, in declaration order (the order is part of the digest). */
+static json_t *fs_arr(const a3s_plan *p, bool full)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < p->nfs; i++)
+        if (apush(a, fs_rule_obj(p, &p->fs[i], full)) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Canonical set entries: [name, value]. Full: {"name","value","discovered","from"}. */
+static json_t *env_obj(const a3s_plan *p, bool full)
 {
     const a3s_env_plan *ep = &p->env;
-    json_t *o = json_object();
-    json_t *set = json_array();
-    if (oset(o, "keep", canon_names(&ep->keep)) < 0 ||
-        oset(o, "keep_prefix", canon_names(&ep->keep_prefix)) < 0 ||
-        oset(o, "strip", canon_names(&ep->strip)) < 0 ||
-        oset(o, "strip_prefix", canon_names(&ep->strip_prefix)) < 0)
+    json_t *o = json_object(), *set = json_array();
+    if (oset(o, "keep", names_arr(&ep->keep, full)) < 0 ||
+        oset(o, "keep_prefix", names_arr(&ep->keep_prefix, full)) < 0 ||
+        oset(o, "strip", names_arr(&ep->strip, full)) < 0 ||
+        oset(o, "strip_prefix", names_arr(&ep->strip_prefix, full)) < 0)
         goto fail;
     for (size_t i = 0; i < ep->nset; i++) {
-        json_t *pair = json_array();
-        bool ok = apush(pair, jtext(ep->set[i].name)) == 0 &&
-                  apush(pair, jsymbolic_value(p, ep->set[i].value)) == 0;
-        if (push_built(set, pair, ok) < 0)
+        const a3s_kv *kv = &ep->set[i];
+        json_t *v;
+        bool ok;
+        if (full) {
+            v = json_object();
+            ok = oset(v, "name", jstr(full, kv->name)) == 0 &&
+                 oset(v, "value", jvalue(p, full, kv->value)) == 0 &&
+                 put_label(v, "discovered", kv->discovered, full) == 0 &&
+                 put_prov(v, "from", &kv->prov, full) == 0;
+        } else {
+            v = json_array();
+            ok = apush(v, jstr(full, kv->name)) == 0 &&
+                 apush(v, jvalue(p, full, kv->value)) == 0;
+        }
+        if (push_built(set, v, ok) < 0)
             goto fail;
     }
-    if (oset(o, "set", set) < 0) {
+    {
+        int rc = oset(o, "set", set);
         set = NULL;
-        goto fail;
+        if (rc < 0)
+            goto fail;
     }
     return o;
 fail:
@@ -270,24 +370,23 @@ fail:
     return NULL;
 }
 
-/* The seccomp section: canonical (deny rules as [syscall, errno] pairs) or full (objects
- * with the errno number and the provenance of each rule). */
+/* Canonical deny rules: [syscall, errno]. Full: {"syscall","errno","errnum","from"}. */
 static json_t *seccomp_obj(const a3s_seccomp_plan *sp, bool full)
 {
     json_t *o = json_object(), *deny = json_array(), *fam = json_array();
     for (size_t i = 0; i < sp->ndeny; i++) {
+        const a3s_sc_rule *d = &sp->deny[i];
         json_t *r;
         bool ok;
         if (full) {
             r = json_object();
-            ok = oset(r, "syscall", a3s_json_cstr(sp->deny[i].syscall)) == 0 &&
-                 oset(r, "errno", jerrno(sp->deny[i].errnum)) == 0 &&
-                 oset(r, "errnum", json_integer(sp->deny[i].errnum)) == 0 &&
-                 oset(r, "from", jprov(&sp->deny[i].prov)) == 0;
+            ok = oset(r, "syscall", jstr(full, d->syscall)) == 0 &&
+                 oset(r, "errno", jerrno(d->errnum)) == 0 &&
+                 oset(r, "errnum", json_integer(d->errnum)) == 0 &&
+                 put_prov(r, "from", &d->prov, full) == 0;
         } else {
             r = json_array();
-            ok = apush(r, jtext(sp->deny[i].syscall)) == 0 &&
-                 apush(r, jerrno(sp->deny[i].errnum)) == 0;
+            ok = apush(r, jstr(full, d->syscall)) == 0 && apush(r, jerrno(d->errnum)) == 0;
         }
         if (push_built(deny, r, ok) < 0)
             goto fail;
@@ -309,7 +408,7 @@ static json_t *seccomp_obj(const a3s_seccomp_plan *sp, bool full)
         oset(o, "deny_clone_ns", json_boolean(sp->deny_clone_ns)) < 0 ||
         oset(o, "deny_tty_inject", json_boolean(sp->deny_tty_inject)) < 0 ||
         oset(o, "socket_errno", jerrno(sp->socket_errnum)) < 0 ||
-        (full && oset(o, "from", jprov(&sp->prov)) < 0))
+        put_prov(o, "from", &sp->prov, full) < 0)
         goto fail;
     return o;
 fail:
@@ -319,7 +418,7 @@ fail:
     return NULL;
 }
 
-static json_t *limits_obj(const a3s_limits *l)
+static json_t *limits_obj(const a3s_limits *l, bool full)
 {
     json_t *o = json_object();
     if (oset(o, "timeout_ms", json_integer(l->timeout_ms)) < 0 ||
@@ -327,7 +426,8 @@ static json_t *limits_obj(const a3s_limits *l)
         oset(o, "nofile", json_integer(l->nofile)) < 0 ||
         oset(o, "core_bytes", json_integer(l->core_bytes)) < 0 ||
         oset(o, "scan_depth", json_integer(l->scan_depth)) < 0 ||
-        oset(o, "scan_entries", json_integer(l->scan_entries)) < 0) {
+        oset(o, "scan_entries", json_integer(l->scan_entries)) < 0 ||
+        put_prov(o, "from", &l->prov, full) < 0) {
         json_decref(o);
         return NULL;
     }
@@ -347,184 +447,42 @@ static json_t *limits_obj(const a3s_limits *l)
     return o;
 }
 
-static json_t *jnetwork(int mode)
+/* Full form only: the canonical form writes the roots into the paths instead. */
+static int put_roots(json_t *o, const a3s_plan *p, bool full)
 {
-    /* Unknown modes (refused by validation) still encode distinctly. */
-    return mode == A3S_NET_NONE ? json_string("none") : json_integer(mode);
+    if (!full)
+        return 0;
+    json_t *r = json_object();
+    if (put_host(r, "workspace", p->workspace, full) < 0 ||
+        put_host(r, "scratch", p->scratch, full) < 0 || put_host(r, "home", p->home, full) < 0 ||
+        put_host(r, "tmp", p->tmp, full) < 0) {
+        json_decref(r);
+        return -1;
+    }
+    return oset(o, "roots", r);
 }
 
-char *a3s_plan_canonical(const a3s_plan *p)
+json_t *a3s_plan_encode(const a3s_plan *p, enum a3s_plan_form form)
 {
     if (!p)
         return NULL;
+    bool full = form == A3S_PLAN_FULL;
     json_t *o = json_object();
-    char *out = NULL;
     if (oset(o, "a3s_plan_version", json_integer(A3S_PLAN_VERSION)) < 0 ||
-        oset(o, "name", jtext(p->name)) < 0 || oset(o, "network", jnetwork(p->network)) < 0 ||
-        oset(o, "fs", canon_fs(p)) < 0 ||
-        oset(o, "protect_dirs", canon_names(&p->protect_dirs)) < 0 ||
-        oset(o, "protect_files", canon_names(&p->protect_files)) < 0 ||
-        oset(o, "secret_prefixes", canon_names(&p->secret_prefixes)) < 0 ||
-        oset(o, "scan_skip", canon_names(&p->scan_skip)) < 0 ||
-        oset(o, "env", canon_env(p)) < 0 || oset(o, "seccomp", seccomp_obj(&p->seccomp, false)) < 0 ||
-        oset(o, "limits", limits_obj(&p->limits)) < 0 ||
-        /* Only when set, so that plans without it keep their digests. */
-        (p->allow_host_root && oset(o, "allow_host_root", json_true()) < 0))
-        goto out;
-    out = json_dumps(o, CANON_FLAGS);
-out:
-    json_decref(o);
-    return out;
-}
-
-void a3s_sha256_hex(const void *data, size_t len, char out[65])
-{
-    struct sha256_ctx ctx;
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_init(&ctx);
-    sha256_update(&ctx, len, data);
-    sha256_digest(&ctx, sizeof d, d);
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof d; i++) {
-        out[2 * i] = hex[d[i] >> 4];
-        out[2 * i + 1] = hex[d[i] & 15];
-    }
-    out[64] = '\0';
-}
-
-int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err)
-{
-    char *canon = a3s_plan_canonical(p);
-    if (!canon)
-        return a3s_fail(err, A3S_ERR_INTERNAL, "plan: cannot encode the canonical plan");
-    a3s_sha256_hex(canon, strlen(canon), out);
-    free(canon);
-    return 0;
-}
-
-/* ---------------------------------------------------------------- full plan dump */
-
-static json_t *full_names(const a3s_name_list *l)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < l->n; i++) {
-        json_t *o = json_object();
-        bool ok = oset(o, "name", a3s_json_cstr(l->v[i].name)) == 0 &&
-                  oset(o, "from", jprov(&l->v[i].prov)) == 0;
-        if (push_built(a, o, ok) < 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-static json_t *full_fs(const a3s_plan *p)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < p->nfs; i++) {
-        const a3s_fs_rule *r = &p->fs[i];
-        json_t *o = json_object();
-        bool ok = oset(o, "kind", json_string(a3s_fs_kind_name(r->kind))) == 0 &&
-                  oset(o, "path", a3s_json_cstr(r->path)) == 0 &&
-                  oset(o, "optional", json_boolean(r->optional)) == 0 &&
-                  oset(o, "broaden", json_boolean(r->broaden)) == 0 &&
-                  oset(o, "discovered", json_boolean(r->discovered)) == 0 &&
-                  oset(o, "from", jprov(&r->prov)) == 0;
-        if (push_built(a, o, ok) < 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-static json_t *full_env(const a3s_env_plan *ep)
-{
-    json_t *o = json_object(), *set = json_array();
-    if (oset(o, "keep", full_names(&ep->keep)) < 0 ||
-        oset(o, "keep_prefix", full_names(&ep->keep_prefix)) < 0 ||
-        oset(o, "strip", full_names(&ep->strip)) < 0 ||
-        oset(o, "strip_prefix", full_names(&ep->strip_prefix)) < 0)
-        goto fail;
-    for (size_t i = 0; i < ep->nset; i++) {
-        json_t *kv = json_object();
-        bool ok = oset(kv, "name", a3s_json_cstr(ep->set[i].name)) == 0 &&
-                  oset(kv, "value", a3s_json_cstr(ep->set[i].value)) == 0 &&
-                  oset(kv, "discovered", json_boolean(ep->set[i].discovered)) == 0 &&
-                  oset(kv, "from", jprov(&ep->set[i].prov)) == 0;
-        if (push_built(set, kv, ok) < 0)
-            goto fail;
-    }
-    {
-        int rc = oset(o, "set", set);
-        set = NULL;
-        if (rc < 0)
-            goto fail;
+        oset(o, "name", jstr(full, p->name)) < 0 || put_host(o, "source", p->source, full) < 0 ||
+        oset(o, "network", jnetwork(p->network)) < 0 ||
+        put_prov(o, "network_from", &p->network_prov, full) < 0 ||
+        put_late_flag(o, "allow_host_root", p->allow_host_root, full) < 0 ||
+        oset(o, "fs", fs_arr(p, full)) < 0 ||
+        oset(o, "protect_dirs", names_arr(&p->protect_dirs, full)) < 0 ||
+        oset(o, "protect_files", names_arr(&p->protect_files, full)) < 0 ||
+        oset(o, "secret_prefixes", names_arr(&p->secret_prefixes, full)) < 0 ||
+        oset(o, "scan_skip", names_arr(&p->scan_skip, full)) < 0 ||
+        oset(o, "env", env_obj(p, full)) < 0 ||
+        oset(o, "seccomp", seccomp_obj(&p->seccomp, full)) < 0 ||
+        oset(o, "limits", limits_obj(&p->limits, full)) < 0 || put_roots(o, p, full) < 0) {
+        json_decref(o);
+        return NULL;
     }
     return o;
-fail:
-    json_decref(set);
-    json_decref(o);
-    return NULL;
-}
-
-char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
-{
-    if (!p)
-        return NULL;
-    json_t *extra = NULL;
-    if (extra_json) {
-        /* The caller hands us its own JSON object; anything else is a bug on its side
-         * and yields NULL rather than a dump silently missing those members. */
-        extra = json_loads(extra_json, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(extra)) {
-            json_decref(extra);
-            return NULL;
-        }
-    }
-    char digest[65];
-    json_t *o = json_object(), *roots = json_object(), *limits = limits_obj(&p->limits);
-    char *out = NULL;
-    if (oset(roots, "workspace", a3s_json_cstr(p->workspace)) < 0 ||
-        oset(roots, "scratch", a3s_json_cstr(p->scratch)) < 0 ||
-        oset(roots, "home", a3s_json_cstr(p->home)) < 0 ||
-        oset(roots, "tmp", a3s_json_cstr(p->tmp)) < 0 ||
-        oset(limits, "from", jprov(&p->limits.prov)) < 0)
-        goto out;
-    if (a3s_plan_digest(p, digest, NULL) < 0)
-        goto out;
-    {
-        int rc = oset(o, "roots", roots);
-        roots = NULL;
-        if (rc < 0)
-            goto out;
-        rc = oset(o, "limits", limits);
-        limits = NULL;
-        if (rc < 0)
-            goto out;
-    }
-    if (oset(o, "a3s_plan_version", json_integer(A3S_PLAN_VERSION)) < 0 ||
-        oset(o, "name", a3s_json_cstr(p->name)) < 0 ||
-        oset(o, "source", a3s_json_cstr(p->source)) < 0 ||
-        oset(o, "digest", json_string(digest)) < 0 ||
-        oset(o, "network", jnetwork(p->network)) < 0 ||
-        oset(o, "network_from", jprov(&p->network_prov)) < 0 ||
-        oset(o, "allow_host_root", json_boolean(p->allow_host_root)) < 0 ||
-        oset(o, "fs", full_fs(p)) < 0 ||
-        oset(o, "protect_dirs", full_names(&p->protect_dirs)) < 0 ||
-        oset(o, "protect_files", full_names(&p->protect_files)) < 0 ||
-        oset(o, "secret_prefixes", full_names(&p->secret_prefixes)) < 0 ||
-        oset(o, "scan_skip", full_names(&p->scan_skip)) < 0 ||
-        oset(o, "env", full_env(&p->env)) < 0 || oset(o, "seccomp", seccomp_obj(&p->seccomp, true)) < 0)
-        goto out;
-    if (extra && json_object_update(o, extra) < 0)
-        goto out;
-    out = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
-out:
-    json_decref(roots);
-    json_decref(limits);
-    json_decref(extra);
-    json_decref(o);
-    return out;
 }

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "plan.h"
 
 /* "file:line", "file" (line <= 0, e.g. "<scan>") or "<engine>". */
@@ -17,5 +19,14 @@ static inline const char *prov_str(const a3s_prov *pv, char *buf, size_t n)
         snprintf(buf, n, "%s", pv->file);
     return buf;
 }
+
+/* The two JSON forms of a plan (engine/plan_encode.c describes both). */
+enum a3s_plan_form {
+    A3S_PLAN_CANONICAL, /* the declarations, host-independent: the digest's input */
+    A3S_PLAN_FULL,      /* everything, with provenance and labels, host text as it is */
+};
+
+/* The plan as a JSON object in `form`. NULL on ENOMEM or a NULL plan. */
+json_t *a3s_plan_encode(const a3s_plan *p, enum a3s_plan_form form);
 
 #endif
