@@ -185,9 +185,25 @@ void a3s_sha256_hex(const void *data, size_t len, char out[65]);
 int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err);
 
 /* engine/plan_json.c.
- * Full plan as pretty JSON (every rule with provenance); `extra_json`, when non-NULL,
- * is a JSON object text whose members are merged in (e.g. the bwrap argv). */
-char *a3s_plan_json(const a3s_plan *p, const char *extra_json);
+ * Full plan as pretty JSON (every rule with provenance, the digest, the roots). `more`
+ * (nmore rules; NULL when nmore is 0) are rules that are not in the plan but are enforced
+ * with it (the workspace scan's discoveries, pins): they are listed after the plan's own
+ * in the same "fs" array, in the same shape, and are not in the digest. `extra_json`,
+ * when non-NULL, is a JSON object text whose members are merged in (e.g. the bwrap argv).
+ * malloc'd; NULL on ENOMEM, or when extra_json is not a JSON object. */
+char *a3s_plan_json(const a3s_plan *p, const a3s_fs_rule *more, size_t nmore,
+                    const char *extra_json);
+/* Transitional, until engine/sandbox.c passes its scan rules and pins: the former
+ * two-argument call a3s_plan_json(p, extra_json) still compiles (no `more` rules).
+ * Remove these lines, and a3s_plan_json_2, once no caller uses two arguments. */
+static inline char *a3s_plan_json_2(const a3s_plan *p, const char *extra_json)
+{
+    return a3s_plan_json(p, NULL, 0, extra_json);
+}
+#define A3S_PLAN_JSON_PICK_(a1, a2, a3, a4, f, ...) f
+#define a3s_plan_json(...)                                                                   \
+    A3S_PLAN_JSON_PICK_(__VA_ARGS__, a3s_plan_json, a3s_plan_json_bad_arity, a3s_plan_json_2, \
+                        a3s_plan_json_bad_arity)(__VA_ARGS__)
 
 /* engine/plan.c: names. */
 const char *a3s_fs_kind_name(enum a3s_fs_kind k);

@@ -17,7 +17,7 @@
 
 char *a3s_plan_canonical(const a3s_plan *p)
 {
-    json_t *o = a3s_plan_encode(p, A3S_PLAN_CANONICAL);
+    json_t *o = a3s_plan_encode(p, A3S_PLAN_CANONICAL, NULL, 0);
     if (!o)
         return NULL;
     char *out = json_dumps(o, CANON_FLAGS);

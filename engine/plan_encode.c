@@ -117,7 +117,6 @@ static json_t *jprov(const a3s_prov *pv)
     return a3s_json_cstr(prov_str(pv, pb, sizeof pb));
 }
 
-
 /* ---------------------------------------------------------------- symbolic text */
 
 typedef struct sbuf {
@@ -317,15 +316,18 @@ static json_t *fs_rule_obj(const a3s_plan *p, const a3s_fs_rule *r, bool full)
     return o;
 }
 
-/* Every rule, in declaration order (the order is part of the digest). */
-static json_t *fs_arr(const a3s_plan *p, bool full)
+/* Every rule, in declaration order (the order is part of the digest), then the `more`
+ * rules that are enforced with the plan without being in it (full form only). */
+static json_t *fs_arr(const a3s_plan *p, bool full, const a3s_fs_rule *more, size_t nmore)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < p->nfs; i++)
-        if (apush(a, fs_rule_obj(p, &p->fs[i], full)) < 0) {
+    for (size_t i = 0; a && i < p->nfs + nmore; i++) {
+        const a3s_fs_rule *r = i < p->nfs ? &p->fs[i] : &more[i - p->nfs];
+        if (apush(a, fs_rule_obj(p, r, full)) < 0) {
             json_decref(a);
             return NULL;
         }
+    }
     return a;
 }
 
@@ -351,8 +353,7 @@ static json_t *env_obj(const a3s_plan *p, bool full)
                  put_prov(v, "from", &kv->prov, full) == 0;
         } else {
             v = json_array();
-            ok = apush(v, jstr(full, kv->name)) == 0 &&
-                 apush(v, jvalue(p, full, kv->value)) == 0;
+            ok = apush(v, jstr(full, kv->name)) == 0 && apush(v, jvalue(p, full, kv->value)) == 0;
         }
         if (push_built(set, v, ok) < 0)
             goto fail;
@@ -462,18 +463,20 @@ static int put_roots(json_t *o, const a3s_plan *p, bool full)
     return oset(o, "roots", r);
 }
 
-json_t *a3s_plan_encode(const a3s_plan *p, enum a3s_plan_form form)
+json_t *a3s_plan_encode(const a3s_plan *p, enum a3s_plan_form form, const a3s_fs_rule *more,
+                        size_t nmore)
 {
-    if (!p)
-        return NULL;
     bool full = form == A3S_PLAN_FULL;
+    /* The canonical form is of the plan alone: what the digest names is what it holds. */
+    if (!p || (nmore && (!full || !more)))
+        return NULL;
     json_t *o = json_object();
     if (oset(o, "a3s_plan_version", json_integer(A3S_PLAN_VERSION)) < 0 ||
         oset(o, "name", jstr(full, p->name)) < 0 || put_host(o, "source", p->source, full) < 0 ||
         oset(o, "network", jnetwork(p->network)) < 0 ||
         put_prov(o, "network_from", &p->network_prov, full) < 0 ||
         put_late_flag(o, "allow_host_root", p->allow_host_root, full) < 0 ||
-        oset(o, "fs", fs_arr(p, full)) < 0 ||
+        oset(o, "fs", fs_arr(p, full, more, nmore)) < 0 ||
         oset(o, "protect_dirs", names_arr(&p->protect_dirs, full)) < 0 ||
         oset(o, "protect_files", names_arr(&p->protect_files, full)) < 0 ||
         oset(o, "secret_prefixes", names_arr(&p->secret_prefixes, full)) < 0 ||

@@ -26,7 +26,10 @@ enum a3s_plan_form {
     A3S_PLAN_FULL,      /* everything, with provenance and labels, host text as it is */
 };
 
-/* The plan as a JSON object in `form`. NULL on ENOMEM or a NULL plan. */
-json_t *a3s_plan_encode(const a3s_plan *p, enum a3s_plan_form form);
+/* The plan as a JSON object in `form`; in the full form, the nmore rules of `more` are
+ * listed after the plan's own fs rules (a3s_plan_json). NULL on ENOMEM, a NULL plan, or
+ * `more` rules asked of the canonical form. */
+json_t *a3s_plan_encode(const a3s_plan *p, enum a3s_plan_form form, const a3s_fs_rule *more,
+                        size_t nmore);
 
 #endif

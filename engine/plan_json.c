@@ -1,5 +1,5 @@
-/* The full plan as pretty JSON: the full form (engine/plan_encode.c), its digest, and
- * the members the caller adds. */
+/* The full plan as pretty JSON: the full form (engine/plan_encode.c) with the rules the
+ * caller enforces beside the plan, the plan's digest, and the members the caller adds. */
 #include "plan.h"
 
 #include <stdlib.h>
@@ -9,7 +9,8 @@
 #include "json.h"
 #include "plan_internal.h"
 
-char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
+char *a3s_plan_json(const a3s_plan *p, const a3s_fs_rule *more, size_t nmore,
+                    const char *extra_json)
 {
     if (!p)
         return NULL;
@@ -26,7 +27,8 @@ char *a3s_plan_json(const a3s_plan *p, const char *extra_json)
     char digest[65];
     char *out = NULL;
     json_t *o = NULL;
-    if (a3s_plan_digest(p, digest, NULL) < 0 || !(o = a3s_plan_encode(p, A3S_PLAN_FULL)) ||
+    if (a3s_plan_digest(p, digest, NULL) < 0 ||
+        !(o = a3s_plan_encode(p, A3S_PLAN_FULL, more, nmore)) ||
         a3s_json_set(o, "digest", json_string(digest)) < 0)
         goto out;
     if (extra && json_object_update(o, extra) < 0)

@@ -640,7 +640,7 @@ static void test_canonical_host_independent(void)
     ok(contains(cu, "{\"base16\":\"2f6f70742ffffe\"}"), "non-UTF-8 path as base16");
     char du[65];
     ok(a3s_plan_digest(u, du, &e) == 0 && strcmp(du, da) != 0, "non-UTF-8 path digested");
-    char *ju = a3s_plan_json(u, NULL);
+    char *ju = a3s_plan_json(u, NULL, 0, NULL);
     ok(ju != NULL, "plan_json copes with a non-UTF-8 path");
     ok(contains(ju, "\"base64\": \"L29wdC///g==\"") && !contains(ju, "base16"),
        "the full plan writes a non-UTF-8 path as base64 (base16 is the digest's own)");
@@ -941,8 +941,8 @@ static void test_plan_json(void)
     must(a3s_plan_add_fs(p, A3S_FS_HIDE, "/run/secrets", true, false, NULL, 0, &e), &e);
     must(a3s_plan_seccomp_allow_family(p, AF_UNIX, &e), &e);
 
-    char *s = a3s_plan_json(p, "{\"bwrap_argv\":[\"bwrap\",\"--die-with-parent\"],"
-                               "\"backend\":\"linux-bwrap\"}");
+    char *s = a3s_plan_json(p, NULL, 0, "{\"bwrap_argv\":[\"bwrap\",\"--die-with-parent\"],"
+                                        "\"backend\":\"linux-bwrap\"}");
     ok(s != NULL, "plan_json produced");
     ok(s && strchr(s, '\n') != NULL, "plan_json is pretty-printed");
     json_error_t je;
@@ -1016,13 +1016,73 @@ static void test_plan_json(void)
     json_decref(j);
     free(s);
 
-    s = a3s_plan_json(p, NULL);
+    s = a3s_plan_json(p, NULL, 0, NULL);
     j = s ? json_loads(s, 0, NULL) : NULL;
     ok(json_is_object(j) && !json_object_get(j, "backend"), "plan_json without extra");
     json_decref(j);
     free(s);
-    ok(a3s_plan_json(p, "[1,2]") == NULL, "extra that is not an object is refused");
-    ok(a3s_plan_json(p, "{broken") == NULL, "extra that does not parse is refused");
+    ok(a3s_plan_json(p, NULL, 0, "[1,2]") == NULL, "extra that is not an object is refused");
+    ok(a3s_plan_json(p, NULL, 0, "{broken") == NULL, "extra that does not parse is refused");
+    a3s_plan_free(p);
+}
+
+/* Rules enforced beside the plan (the scan's, pins) are listed after the plan's own, in
+ * the same shape, and stay out of the digest. */
+static void test_plan_json_more(void)
+{
+    a3s_error e = {0};
+    a3s_plan *p = base_plan(&HOST_A, "policies/baseline.lua", 0);
+    size_t nfs = p->nfs;
+    a3s_fs_rule more[2] = {
+        {.kind = A3S_FS_MASK,
+         .path = (char *)"/home/alice/proj/.env",
+         .optional = true,
+         .discovered = true,
+         .prov = {.file = (char *)"<scan>"}},
+        {.kind = A3S_FS_PROTECT, .path = (char *)"/home/alice/proj/.a3s", .discovered = true},
+    };
+    char *s = a3s_plan_json(p, more, 2, "{\"backend\":\"linux-bwrap\"}");
+    json_t *j = s ? json_loads(s, 0, NULL) : NULL;
+    free(s);
+    ok(json_is_object(j), "plan_json with more rules");
+    json_t *fs = json_object_get(j, "fs");
+    ok(json_array_size(fs) == nfs + 2 && p->nfs == nfs,
+       "more rules listed after the plan's own; the plan is unchanged");
+    json_t *m0 = json_array_get(fs, nfs), *m1 = json_array_get(fs, nfs + 1);
+    ok_streq(json_string_value(json_object_get(m0, "kind")), "mask", "more rule kind");
+    ok_streq(json_string_value(json_object_get(m0, "path")), "/home/alice/proj/.env",
+             "more rule path, as it is");
+    ok(json_is_true(json_object_get(m0, "optional")) &&
+           json_is_true(json_object_get(m0, "discovered")) &&
+           json_is_false(json_object_get(m0, "broaden")),
+       "more rule flags");
+    ok_streq(json_string_value(json_object_get(m0, "from")), "<scan>", "more rule provenance");
+    ok_streq(json_string_value(json_object_get(m1, "from")), "<engine>",
+             "more rule without a file: <engine>");
+    ok_streq(json_string_value(json_object_get(m1, "kind")), "protect", "second more rule");
+    bool same_keys = json_object_size(m0) == json_object_size(json_array_get(fs, 0));
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_array_get(fs, 0), k, v)
+        same_keys = same_keys && json_object_get(m0, k) != NULL;
+    ok(same_keys, "more rules have the shape of the plan's own");
+    char d[65];
+    must(a3s_plan_digest(p, d, &e), &e);
+    ok_streq(json_string_value(json_object_get(j, "digest")), d,
+             "the digest is the plan's: more rules are not in it");
+    ok_streq(json_string_value(json_object_get(j, "backend")), "linux-bwrap",
+             "extra members still merged");
+
+    /* Without the more rules: the same document. */
+    s = a3s_plan_json(p, NULL, 0, "{\"backend\":\"linux-bwrap\"}");
+    json_t *j0 = s ? json_loads(s, 0, NULL) : NULL;
+    free(s);
+    json_array_remove(fs, nfs + 1);
+    json_array_remove(fs, nfs);
+    ok(j0 && json_equal(j, j0), "nothing else changes with more rules");
+    json_decref(j0);
+    json_decref(j);
+    ok(a3s_plan_json(p, NULL, 1, NULL) == NULL, "more rules counted but not given: refused");
     a3s_plan_free(p);
 }
 
@@ -1173,7 +1233,7 @@ static void w_tmp(a3s_plan *p) { w_move_root(p, "/t2", &p->tmp, 3); }
 /* The full plan without its digest member (which changes with the canonical form). */
 static json_t *full_sans_digest(const a3s_plan *p)
 {
-    char *s = a3s_plan_json(p, NULL);
+    char *s = a3s_plan_json(p, NULL, 0, NULL);
     json_t *j = s ? json_loads(s, 0, NULL) : NULL;
     free(s);
     if (j)
@@ -1306,6 +1366,7 @@ int main(void)
     test_digest_mutations();
     test_vector();
     test_plan_json();
+    test_plan_json_more();
     test_forms_in_step();
     return tap_done();
 }
