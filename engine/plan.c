@@ -1,5 +1,8 @@
 /* The plan model: lifecycle, builders, and the names of kinds and errnos.
- */
+ *
+ * A plan is built (bindings/lua), validated (plan_validate.c, which freezes it), then
+ * only read: every builder refuses a frozen plan, so what was validated and digested is
+ * what the backend enforces. */
 #include "plan.h"
 
 #include <errno.h>
@@ -51,6 +54,12 @@ const char *a3s_errno_name(int errnum)
 static int oom(a3s_error *err)
 {
     return a3s_fail(err, A3S_ERR_INTERNAL, "plan: out of memory");
+}
+
+/* A builder called after validation: a bug in the caller, never a policy error. */
+static int frozen(a3s_error *err)
+{
+    return a3s_fail(err, A3S_ERR_INTERNAL, "plan: frozen after validation");
 }
 
 /* Make room for one more element of size `elem` in *v (n used, *cap allocated). */
@@ -163,6 +172,8 @@ int a3s_plan_set_roots(a3s_plan *p, const char *workspace, const char *scratch,
 
     if (!p)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: no plan");
+    if (p->frozen)
+        return frozen(err);
     /* Roots decide the symbolic encoding and where writable roots may lie: they must be
      * canonical, or the digest and the RW check would silently mean something else. */
     for (int i = 0; i < 4; i++)
@@ -192,6 +203,8 @@ int a3s_plan_add_fs(a3s_plan *p, enum a3s_fs_kind kind, const char *path, bool o
 {
     if (!p || !path)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: fs rule without a path");
+    if (p->frozen)
+        return frozen(err);
     if ((int)kind < 0 || kind >= A3S_FS_KIND_COUNT)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: fs rule %s has unknown kind %d", path,
                         (int)kind);
@@ -211,6 +224,8 @@ int a3s_plan_add_name(a3s_name_list *l, const char *name, const char *file, int 
 {
     if (!l || !name)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: name list entry without a name");
+    if (l->frozen)
+        return frozen(err);
     if (grow((void **)&l->v, &l->cap, l->n, sizeof *l->v) < 0)
         return oom(err);
     a3s_name e = {0};
@@ -227,6 +242,8 @@ int a3s_plan_env_set(a3s_plan *p, const char *name, const char *value, const cha
 {
     if (!p || !name || !value)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: env set without a name or value");
+    if (p->frozen)
+        return frozen(err);
     if (grow((void **)&p->env.set, &p->env.capset, p->env.nset, sizeof *p->env.set) < 0)
         return oom(err);
     a3s_kv kv = {0};
@@ -245,6 +262,8 @@ int a3s_plan_seccomp_deny(a3s_plan *p, const char *syscall, int errnum, const ch
 {
     if (!p || !syscall)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: seccomp deny rule without a syscall");
+    if (p->frozen)
+        return frozen(err);
     a3s_seccomp_plan *sp = &p->seccomp;
     if (grow((void **)&sp->deny, &sp->capdeny, sp->ndeny, sizeof *sp->deny) < 0)
         return oom(err);
@@ -261,6 +280,8 @@ int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err)
 {
     if (!p)
         return a3s_fail(err, A3S_ERR_INVALID, "plan: no plan");
+    if (p->frozen)
+        return frozen(err);
     a3s_seccomp_plan *sp = &p->seccomp;
     if (grow((void **)&sp->socket_allow, &sp->capsocket_allow, sp->nsocket_allow,
              sizeof *sp->socket_allow) < 0)

@@ -6,7 +6,7 @@
  *
  * The module, one reason to change per file:
  *   engine/plan.c           the model: lifecycle, builders, kind and errno names;
- *   engine/plan_validate.c  strict validation;
+ *   engine/plan_validate.c  strict validation, which freezes the plan;
  *   engine/plan_encode.c    the one walker over the model that writes both JSON forms,
  *                           the canonical one and the full one;
  *   engine/plan_digest.c    the canonical form as text and its SHA-256 digest;
@@ -69,6 +69,7 @@ typedef struct a3s_name {
 typedef struct a3s_name_list {
     a3s_name *v;
     size_t n, cap;
+    bool frozen; /* set with the plan's (a3s_plan_validate): a3s_plan_add_name refuses */
 } a3s_name_list;
 
 /* Environment pipeline (engine/env.c): start empty; copy host `keep` names and names
@@ -145,6 +146,13 @@ typedef struct a3s_plan {
 
     /* Host roots, for symbolic encoding in the digest (not themselves policy rules). */
     char *workspace, *scratch, *home, *tmp;
+
+    /* Set by a successful a3s_plan_validate: what was validated and digested is what is
+     * enforced, so every builder below refuses a frozen plan (A3S_ERR_INTERNAL). Rules
+     * found later (the workspace scan, pins) are kept beside the plan, not added to it
+     * (a3s_plan_json lists them). Direct writes to the fields are not checked: past
+     * validation, make none. */
+    bool frozen;
 } a3s_plan;
 
 /* engine/plan.c.
@@ -154,7 +162,8 @@ typedef struct a3s_plan {
 a3s_plan *a3s_plan_new(void);
 void a3s_plan_free(a3s_plan *p);
 
-/* Builders: copy arguments; `file` may be NULL. Return 0, or -1 with err filled. */
+/* Builders: copy arguments; `file` may be NULL. Return 0, or -1 with err filled
+ * (A3S_ERR_INTERNAL "plan: frozen after validation" on a frozen plan or name list). */
 int a3s_plan_set_roots(a3s_plan *p, const char *workspace, const char *scratch,
                        const char *home, const char *tmp, a3s_error *err);
 int a3s_plan_add_fs(a3s_plan *p, enum a3s_fs_kind kind, const char *path, bool optional,
@@ -170,8 +179,9 @@ int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err);
 /* engine/plan_validate.c.
  * Strict validation (A3S_ERR_POLICY on failure, message names the rule and its
  * provenance): clean absolute paths, RW only within workspace or scratch, one kind per
- * path, valid env names, known syscalls, limits in range. */
-int a3s_plan_validate(const a3s_plan *p, a3s_error *err);
+ * path, valid env names, known syscalls, limits in range. On success the plan and its
+ * name lists are frozen (see `frozen`); validating a frozen plan again is allowed. */
+int a3s_plan_validate(a3s_plan *p, a3s_error *err);
 
 /* engine/plan_digest.c.
  * Canonical JSON of the declarations (version, name, network, fs rules (discovered too)

@@ -47,7 +47,8 @@
  *   names {"name","from"}; env set {"name","value","discovered","from"};
  *   seccomp deny rules {"syscall","errno","errnum","from"}, and seccomp "from";
  *   limits "from"; "allow_host_root" always (a boolean).
- * Not in either form: host_root_prov (where allow_host_root was set). */
+ * Not in either form: host_root_prov (where allow_host_root was set), and the `frozen`
+ * flags (state of the plan object, not content). */
 #include "plan.h"
 
 #include <stdio.h>

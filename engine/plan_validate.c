@@ -312,7 +312,18 @@ static int validate_limits(const a3s_limits *l, a3s_error *err)
     return 0;
 }
 
-int a3s_plan_validate(const a3s_plan *p, a3s_error *err)
+/* Past validation the plan only changes by mistake: the builders refuse it. */
+static void freeze(a3s_plan *p)
+{
+    a3s_name_list *lists[] = {&p->protect_dirs, &p->protect_files,   &p->secret_prefixes,
+                              &p->scan_skip,    &p->env.keep,        &p->env.keep_prefix,
+                              &p->env.strip,    &p->env.strip_prefix};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        lists[i]->frozen = true;
+    p->frozen = true;
+}
+
+int a3s_plan_validate(a3s_plan *p, a3s_error *err)
 {
     char pb[1024];
     if (!p)
@@ -344,5 +355,6 @@ int a3s_plan_validate(const a3s_plan *p, a3s_error *err)
         validate_names(&p->scan_skip, "scan_skip", err) < 0 || validate_env(&p->env, err) < 0 ||
         validate_seccomp(&p->seccomp, err) < 0 || validate_limits(&p->limits, err) < 0)
         return -1;
+    freeze(p);
     return 0;
 }

@@ -1086,6 +1086,63 @@ static void test_plan_json_more(void)
     a3s_plan_free(p);
 }
 
+/* ------------------------------------------------------------------ frozen */
+
+/* What was validated (and digested) is what is enforced: past validation every builder
+ * refuses the plan and leaves it as it was. */
+static void test_frozen(void)
+{
+    a3s_error e = {0};
+    a3s_plan *p = base_plan(&HOST_A, "policies/baseline.lua", 0);
+    ok(!p->frozen, "a plan being built is not frozen");
+    p->limits.nofile = 1;
+    ok(a3s_plan_validate(p, &e) == -1 && !p->frozen && !p->env.keep.frozen,
+       "a refused plan is not frozen");
+    p->limits.nofile = 1024;
+    ok(a3s_plan_validate(p, &e) == 0 && p->frozen && p->env.strip_prefix.frozen &&
+           p->protect_dirs.frozen,
+       "a valid plan is frozen, its name lists too");
+    ok(a3s_plan_validate(p, &e) == 0, "a frozen plan validates again");
+    char d0[65], d1[65];
+    must(a3s_plan_digest(p, d0, &e), &e);
+    size_t nfs = p->nfs, nset = p->env.nset, ndeny = p->seccomp.ndeny,
+           nfam = p->seccomp.nsocket_allow;
+
+    a3s_name_list *lists[] = {&p->protect_dirs, &p->protect_files, &p->secret_prefixes,
+                              &p->scan_skip,    &p->env.keep,      &p->env.keep_prefix,
+                              &p->env.strip,    &p->env.strip_prefix};
+    size_t nnames[8];
+    for (size_t i = 0; i < 8; i++)
+        nnames[i] = lists[i]->n;
+    static const char frozen_msg[] = "plan: frozen after validation";
+#define REFUSED(call, what)                                                                  \
+    do {                                                                                     \
+        a3s_error fe = {0};                                                                  \
+        ok((call) == -1 && fe.code == A3S_ERR_INTERNAL && strcmp(fe.msg, frozen_msg) == 0,   \
+           "frozen plan refuses %s: %s", what, fe.msg);                                      \
+    } while (0)
+    REFUSED(a3s_plan_add_fs(p, A3S_FS_PROTECT, "/home/alice/proj/.a3s", false, true, NULL, 0,
+                            &fe),
+            "add_fs");
+    REFUSED(a3s_plan_set_roots(p, "/w", "/s", "/h", "/t", &fe), "set_roots");
+    REFUSED(a3s_plan_env_set(p, "LD_PRELOAD", "/x.so", NULL, 0, &fe), "env_set");
+    REFUSED(a3s_plan_seccomp_deny(p, "bpf", EPERM, NULL, 0, &fe), "seccomp_deny");
+    REFUSED(a3s_plan_seccomp_allow_family(p, AF_INET, &fe), "seccomp_allow_family");
+    for (size_t i = 0; i < 8; i++)
+        REFUSED(a3s_plan_add_name(lists[i], "X", NULL, 0, &fe), "add_name");
+#undef REFUSED
+    bool same_names = true;
+    for (size_t i = 0; i < 8; i++)
+        same_names = same_names && lists[i]->n == nnames[i];
+    ok(p->nfs == nfs && p->env.nset == nset && p->seccomp.ndeny == ndeny &&
+           p->seccomp.nsocket_allow == nfam && same_names &&
+           strcmp(p->workspace, "/home/alice/proj") == 0,
+       "the refused builders changed nothing");
+    must(a3s_plan_digest(p, d1, &e), &e);
+    ok(strcmp(d0, d1) == 0, "digest unchanged after the refusals");
+    a3s_plan_free(p);
+}
+
 /* ------------------------------------------------------------------ the two forms in step */
 
 /* A plan with every field of the model set, away from its default where it has one.
@@ -1330,14 +1387,16 @@ static void test_forms_in_step(void)
         json_decref(j);
         a3s_plan_free(p);
     }
-    /* Where allow_host_root was set is in neither form (so far): the one field that is
-     * not written. */
+    /* Where allow_host_root was set is in neither form (so far), nor is the frozen state
+     * of the plan object: the only fields not written. */
     a3s_plan *p = rich_plan();
     p->host_root_prov.line++;
+    p->frozen = p->env.keep.frozen = true;
     json_t *j = full_sans_digest(p);
     char d[65];
     must(a3s_plan_digest(p, d, &e), &e);
-    ok(j && json_equal(j, j0) && strcmp(d, d0) == 0, "host_root_prov is in neither form");
+    ok(j && json_equal(j, j0) && strcmp(d, d0) == 0,
+       "host_root_prov and the frozen flags are in neither form");
     json_decref(j);
     a3s_plan_free(p);
     json_decref(j0);
@@ -1345,10 +1404,10 @@ static void test_forms_in_step(void)
 #if defined(__x86_64__) || defined(__aarch64__)
     /* A tripwire: a field added to the model must be added to the walker
      * (engine/plan_encode.c) and to the mutations above; then update these sizes. */
-    ok(sizeof(a3s_plan) == 504 && sizeof(a3s_fs_rule) == 40 && sizeof(a3s_name) == 24 &&
-           sizeof(a3s_name_list) == 24 && sizeof(a3s_kv) == 40 && sizeof(a3s_sc_rule) == 32 &&
+    ok(sizeof(a3s_plan) == 576 && sizeof(a3s_fs_rule) == 40 && sizeof(a3s_name) == 24 &&
+           sizeof(a3s_name_list) == 32 && sizeof(a3s_kv) == 40 && sizeof(a3s_sc_rule) == 32 &&
            sizeof(a3s_seccomp_plan) == 72 && sizeof(a3s_limits) == 96 &&
-           sizeof(a3s_env_plan) == 120 && sizeof(a3s_prov) == 16,
+           sizeof(a3s_env_plan) == 152 && sizeof(a3s_prov) == 16,
        "the plan model has the fields the walker and this test know (sizes %zu %zu %zu %zu "
        "%zu %zu %zu %zu %zu %zu)",
        sizeof(a3s_plan), sizeof(a3s_fs_rule), sizeof(a3s_name), sizeof(a3s_name_list),
@@ -1367,6 +1426,7 @@ int main(void)
     test_vector();
     test_plan_json();
     test_plan_json_more();
+    test_frozen();
     test_forms_in_step();
     return tap_done();
 }
