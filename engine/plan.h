@@ -2,7 +2,17 @@
  * encoded canonically (JSON) and hashed (SHA-256), then frozen before anything forks.
  *
  * Ownership: every string in a plan is owned by the plan (a3s_plan_free releases all).
- * The builder functions copy their arguments. */
+ * The builder functions copy their arguments.
+ *
+ * The module, one reason to change per file:
+ *   engine/plan.c           the model: lifecycle, builders, kind and errno names;
+ *   engine/plan_validate.c  strict validation, which freezes the plan;
+ *   engine/plan_encode.c    the one walker over the model that writes both JSON forms,
+ *                           the canonical one and the full one;
+ *   engine/plan_digest.c    the canonical form as text and its SHA-256 digest;
+ *   engine/plan_json.c      the full plan as pretty JSON.
+ * Every declaration is here: callers include plan.h only (plan_internal.h is the
+ * module's own). */
 #ifndef A3S_PLAN_H
 #define A3S_PLAN_H
 
@@ -59,6 +69,7 @@ typedef struct a3s_name {
 typedef struct a3s_name_list {
     a3s_name *v;
     size_t n, cap;
+    bool frozen; /* set with the plan's (a3s_plan_validate): a3s_plan_add_name refuses */
 } a3s_name_list;
 
 /* Environment pipeline (engine/env.c): start empty; copy host `keep` names and names
@@ -99,7 +110,7 @@ typedef struct a3s_limits {
     int64_t core_bytes;    /* RLIMIT_CORE (>= 0; baseline 0) */
     int64_t scan_depth;    /* workspace scan depth limit (> 0) */
     int64_t scan_entries;  /* workspace scan entry limit (> 0) */
-    /* Quotas, 0 = none. Processes, memory and CPU need a cgroup (engine/cgroup.h): a
+    /* Quotas, 0 = none. Processes, memory and CPU need a cgroup (backends/linux/cgroup.h): a
      * plan that asks for one on a host that cannot enforce it is refused at run time. */
     int64_t processes;       /* pids in the whole tree */
     int64_t memory_bytes;    /* memory (and swap) of the whole tree */
@@ -135,15 +146,24 @@ typedef struct a3s_plan {
 
     /* Host roots, for symbolic encoding in the digest (not themselves policy rules). */
     char *workspace, *scratch, *home, *tmp;
+
+    /* Set by a successful a3s_plan_validate: what was validated and digested is what is
+     * enforced, so every builder below refuses a frozen plan (A3S_ERR_INTERNAL). Rules
+     * found later (the workspace scan, pins) are kept beside the plan, not added to it
+     * (a3s_plan_json lists them). Direct writes to the fields are not checked: past
+     * validation, make none. */
+    bool frozen;
 } a3s_plan;
 
-/* Lifecycle. a3s_plan_new returns a plan with baseline-neutral defaults: no rules,
+/* engine/plan.c.
+ * Lifecycle. a3s_plan_new returns a plan with baseline-neutral defaults: no rules,
  * network none, seccomp booleans true, socket_errnum EAFNOSUPPORT, limits
  * timeout 120000 ms, output 102400, nofile 1024, core 0, scan depth 64, entries 1000000. */
 a3s_plan *a3s_plan_new(void);
 void a3s_plan_free(a3s_plan *p);
 
-/* Builders: copy arguments; `file` may be NULL. Return 0, or -1 with err filled. */
+/* Builders: copy arguments; `file` may be NULL. Return 0, or -1 with err filled
+ * (A3S_ERR_INTERNAL "plan: frozen after validation" on a frozen plan or name list). */
 int a3s_plan_set_roots(a3s_plan *p, const char *workspace, const char *scratch,
                        const char *home, const char *tmp, a3s_error *err);
 int a3s_plan_add_fs(a3s_plan *p, enum a3s_fs_kind kind, const char *path, bool optional,
@@ -156,12 +176,15 @@ int a3s_plan_seccomp_deny(a3s_plan *p, const char *syscall, int errnum, const ch
                           int line, a3s_error *err);
 int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err);
 
-/* Strict validation (A3S_ERR_POLICY on failure, message names the rule and its
+/* engine/plan_validate.c.
+ * Strict validation (A3S_ERR_POLICY on failure, message names the rule and its
  * provenance): clean absolute paths, RW only within workspace or scratch, one kind per
- * path, valid env names, known syscalls, limits in range. */
-int a3s_plan_validate(const a3s_plan *p, a3s_error *err);
+ * path, valid env names, known syscalls, limits in range. On success the plan and its
+ * name lists are frozen (see `frozen`); validating a frozen plan again is allowed. */
+int a3s_plan_validate(a3s_plan *p, a3s_error *err);
 
-/* Canonical JSON of the declarations (version, name, network, fs rules (discovered too)
+/* engine/plan_digest.c.
+ * Canonical JSON of the declarations (version, name, network, fs rules (discovered too)
  * with host roots written as ${workspace}/${scratch}/${home}/${tmp}, protected names,
  * secret prefixes, scan skips, env, seccomp, limits), keys sorted, no whitespace.
  * malloc'd; NULL on ENOMEM. */
@@ -170,10 +193,17 @@ char *a3s_plan_canonical(const a3s_plan *p);
 void a3s_sha256_hex(const void *data, size_t len, char out[65]);
 /* SHA-256 of a3s_plan_canonical, lower-case hex. */
 int a3s_plan_digest(const a3s_plan *p, char out[65], a3s_error *err);
-/* Full plan as pretty JSON (every rule with provenance); `extra_json`, when non-NULL,
- * is a JSON object text whose members are merged in (e.g. the bwrap argv). */
-char *a3s_plan_json(const a3s_plan *p, const char *extra_json);
 
+/* engine/plan_json.c.
+ * Full plan as pretty JSON (every rule with provenance, the digest, the roots). `more`
+ * (nmore rules; NULL when nmore is 0) are rules that are not in the plan but are enforced
+ * with it (the workspace scan's discoveries, pins): they are listed after the plan's own
+ * in the same "fs" array, in the same shape, and are not in the digest. `extra_json`,
+ * when non-NULL, is a JSON object text whose members are merged in (e.g. the bwrap argv).
+ * malloc'd; NULL on ENOMEM, or when extra_json is not a JSON object. */
+char *a3s_plan_json(const a3s_plan *p, const a3s_fs_rule *more, size_t nmore,
+                    const char *extra_json);
+/* engine/plan.c: names. */
 const char *a3s_fs_kind_name(enum a3s_fs_kind k);
 /* errno name <-> number for the errnos a policy may use ("EPERM", "ENOSYS", ...). */
 int a3s_errno_from_name(const char *name);

@@ -83,7 +83,7 @@ char *a3s_sandbox_plan_json(a3s_sandbox *sb, a3s_error *err)
     if (ok)
         extra_s = json_dumps(extra, JSON_COMPACT);
     if (extra_s)
-        out = a3s_plan_json(pp.plan, extra_s); /* MERGE: scan rules */
+        out = a3s_plan_json(pp.plan, pp.scan.rules, pp.scan.nrules, extra_s);
     if (!out)
         a3s_fail(err, A3S_ERR_INTERNAL, "plan: out of memory");
     free(extra_s);

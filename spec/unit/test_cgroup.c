@@ -1,4 +1,4 @@
-/* Unit tests of backends/linux/cgroup.c.
+/* Unit tests of backends/linux/cgroup.c and cgroup_probe.c.
  *
  * Fail-closed paths (always run): roots that are missing, a regular file, a symbolic
  * link, unclean, a look-alike tree of ordinary directories, and (as root) the real
