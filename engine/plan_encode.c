@@ -5,7 +5,7 @@
  * once, below, and says there how each form writes it: a declaration is in both, while
  * provenance ("from"), labels ("discovered"), the policy source and the roots are in the
  * full form only. A field added to the model is added here, once, for both forms
- * (spec/unit/test_plan.c checks that changing any field shows in the full plan, and in
+ * (spec/unit/test_plan_drift.c checks that changing any field shows in the full plan, and in
  * the digest unless it is one of those).
  *
  * Canonical encoding (a3s_plan_version 1), the input of the digest:

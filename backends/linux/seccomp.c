@@ -13,7 +13,7 @@
  *    arch) kill the process. libseccomp does this itself for a filter whose only arch is
  *    x86_64: the generated program tests `nr >= 0x40000000` right after the arch check
  *    and jumps to the bad-arch action (verified against libseccomp 2.5.4 and proven at
- *    run time by spec/unit/test_seccomp.c). We therefore must never add SCMP_ARCH_X32.
+ *    run time by spec/unit/test_seccomp_filter.c). We therefore must never add SCMP_ARCH_X32.
  *  - only x86_64 and aarch64 are supported: elsewhere socket(2) may be reachable through
  *    the socketcall(2) multiplexer, which rules on socket() would not cover;
  *  - no set-uid/set-gid file can be created (systemd's RestrictSUIDSGID=): S_ISUID or
