@@ -213,8 +213,6 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         return err ? err->code : A3S_ERR_INVALID;
     a3s_backend *be = sb->backend;
     const char *unusable = be ? be->ops->unusable(be) : "no sandbox backend";
-    if (unusable)
-        return a3s_fail(err, A3S_ERR_SETUP, "%s", unusable), A3S_ERR_SETUP;
 
     /* One id and one audit sink per execution; events never carry secret values. */
     char id[33];
@@ -229,6 +227,13 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         if (a3s_audit_open(&au, sb->audit_path, sb->audit_fn, sb->audit_ud, id, sb->src.name,
                            d, a3s_sandbox_backend(sb), sb->workspace, err) < 0)
             return err ? err->code : A3S_ERR_SETUP;
+    }
+    /* A boundary that cannot be used here refuses every run (never a weaker one). */
+    if (unusable) {
+        a3s_audit_emit(au, "boundary", "deny", "boundary-unusable", "<boundary>", NULL);
+        a3s_error cerr;
+        (void)a3s_audit_close(au, &cerr);
+        return a3s_fail(err, A3S_ERR_SETUP, "%s", unusable), A3S_ERR_SETUP;
     }
     a3s_prepared pp;
     if (a3s_sandbox_prepare(sb, req, true, &pp, err) < 0) {

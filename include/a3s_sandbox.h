@@ -141,7 +141,11 @@ typedef struct a3s_result {
 A3S_API const char *a3s_version(void);
 
 /* Create a sandbox: canonicalize the workspace, resolve bwrap and bash, load and evaluate
- * the policy once (so a broken policy fails here). Returns NULL and fills err on failure. */
+ * the policy once (so a broken policy fails here). Returns NULL and fills err on failure.
+ * A bubblewrap or launcher that cannot be used here does not fail it: questions about the
+ * policy (digest, plan, check) need no kernel boundary, and every run is refused with the
+ * reason (A3S_ERR_SETUP; a3s_sandbox_probe says it at once). With allow_process_host, the
+ * process-host fallback is chosen here instead, where the native boundary cannot work. */
 A3S_API a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err);
 A3S_API void a3s_sandbox_free(a3s_sandbox *sb);
 

@@ -139,6 +139,7 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
     a3s_strv_free(&run->env);
     a3s_strv_free(&run->args);
     a3s_strv_free(&run->cmd);
+    free(run->identity_note);
     if (run->ws_mnt >= 0)
         close(run->ws_mnt);
     if (run->scratch_mnt >= 0)
@@ -191,17 +192,18 @@ static int mapped_identity(a3s_linux_backend *be, a3s_backend_run *run, const a3
         return 0;
     a3s_error e = {0};
     if (!be->rootid_tried) {
-        be->rootid_tried = true;
         uint32_t id = A3S_MAPPED_ID_DEFAULT;
         const char *env = getenv_of(&be->h, "A3S_SANDBOX_MAPPED_ID");
         if (env && *env) {
             char *end;
             unsigned long v = strtoul(env, &end, 10);
+            /* Not tried: every run says so again (never a rootid that was not opened). */
             if (*end || v == 0 || v >= 0xFFFFFFFFul)
                 return a3s_fail(err, A3S_ERR_INVALID,
                                 "A3S_SANDBOX_MAPPED_ID=%s is not a usable uid", env);
             id = (uint32_t)v;
         }
+        be->rootid_tried = true;
         if (a3s_rootid_open(&be->rootid, id, &e) < 0 &&
             !(be->rootid_error = a3s_strdup(e.msg)))
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
@@ -249,14 +251,25 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         copy_env(&run->env, spec->env, err) < 0)
         return -1;
     static const char *const probe_argv[] = {"true", NULL};
-    /* A plan that is only described shows the unmapped command line where the mapped
-     * identity cannot be had here (no user namespaces): it needs no boundary. */
+    /* A plan that is only described needs no boundary: where the mapped identity cannot
+     * be had here (no user namespaces, no idmapped mounts), it shows the unmapped command
+     * line and says why (run_describe). A configuration error is an error all the same. */
     a3s_error merr = {0};
-    if (mapped_identity(be, run, p, spec->pin ? err : &merr) < 0 && spec->pin)
-        return -1;
+    if (mapped_identity(be, run, p, &merr) < 0) {
+        if (spec->pin || merr.code == A3S_ERR_INVALID) {
+            *err = merr;
+            return -1;
+        }
+        if (!(run->identity_note = a3s_strdup(merr.msg)))
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    /* Running needs the launcher (lb_unusable refuses before this); describing a plan
+     * names it. */
+    if (!be->launcher && spec->pin)
+        return a3s_fail(err, A3S_ERR_SETUP, "%s",
+                        be->why_unusable ? be->why_unusable : "no sandbox launcher");
     a3s_bwrap_cmd cmd = {
         .shell = be->shell,
-        /* Describing a plan needs no launcher; running one does (lb_unusable). */
         .launcher = be->launcher ? be->launcher : "a3s-sandbox-launch",
         .ws_dev = be->h.ws_st.st_dev,
         .ws_ino = be->h.ws_st.st_ino,
@@ -298,7 +311,10 @@ static int lb_run_describe(a3s_backend *base, a3s_backend_run *run, json_t *extr
     json_error_t je;
     int rc = argv && sc &&
                      a3s_json_set(extra, "bwrap_argv", json_loads(argv, 0, &je)) == 0 &&
-                     a3s_json_set(extra, "seccomp_filter", json_loads(sc, 0, &je)) == 0
+                     a3s_json_set(extra, "seccomp_filter", json_loads(sc, 0, &je)) == 0 &&
+                     (!run->identity_note ||
+                      a3s_json_set(extra, "mapped_identity_unavailable",
+                                   a3s_json_cstr(run->identity_note)) == 0)
                  ? 0
                  : -1;
     free(argv);
@@ -365,7 +381,7 @@ int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_back
     /* Trusted executables, never from inside the workspace. An unusable bubblewrap or
      * launcher leaves plans describable and refuses every run (lb_unusable). */
     a3s_error berr = {0};
-    const char *bw = bwrap && *bwrap ? bwrap : getenv_of(h, "A3S_SANDBOX_BWRAP");
+    const char *bw = bwrap ? bwrap : getenv_of(h, "A3S_SANDBOX_BWRAP");
     if (!bw || !*bw)
         bw = "/usr/bin/bwrap";
     int brc = a3s_bwrap_resolve_exe(bw, h->workspace, "bubblewrap", &be->bwrap, &berr);

@@ -130,6 +130,10 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     char **bargv = NULL;
     char fdnum[16];
     memset(o, 0, sizeof *o);
+    /* The engine refuses runs on an unusable backend; so does the backend itself. */
+    if (be->why_unusable || !be->bwrap || !be->launcher)
+        return a3s_fail(err, A3S_ERR_SETUP, "%s",
+                        be->why_unusable ? be->why_unusable : "bubblewrap is not usable");
     a3s_launch l;
     a3s_linux_launch_init(&l, p, io, be->h.workspace, &run->res);
     l.setup_timeout_ms = A3S_SETUP_LIMIT_MS;

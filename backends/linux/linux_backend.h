@@ -45,6 +45,7 @@ struct a3s_backend_run {
     a3s_strv setup; /* setup records (protocol.h) */
     int ws_mnt, scratch_mnt; /* mapped identity: idmapped detached mounts */
     bool mapped;
+    char *identity_note; /* a described plan: why the mapped identity is unavailable */
     bool mediated; /* grants: the relay runs first, the mediator outside */
     const a3s_grant *grants;
     size_t ngrants;

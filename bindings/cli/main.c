@@ -602,7 +602,12 @@ int main(int argc, char **argv)
                 rc = fail("run", &err);
             }
         } else {
-            if (r.identity && !strcmp(r.identity, "host-root"))
+            if (r.identity && !strcmp(r.identity, "host-root") &&
+                !strcmp(a3s_sandbox_backend(sb), "process-host"))
+                fprintf(stderr, "a3s-sandbox: warning: THE COMMAND RAN AS HOST ROOT, "
+                                "UNCONFINED (the process-host fallback runs it as the "
+                                "caller)\n");
+            else if (r.identity && !strcmp(r.identity, "host-root"))
                 fprintf(stderr, "a3s-sandbox: warning: THE COMMAND RAN AS HOST ROOT (uid 0, no "
                                 "capabilities): the unprivileged mapped id was not available "
                                 "here and --allow-host-root was given\n");

@@ -2,7 +2,8 @@
 # Policy-only commands need no kernel boundary: with a bubblewrap and a launcher that do
 # not exist, and (where this host lets us make one) inside a user namespace that may make
 # no further user namespaces, `digest`, `check`, `plan` and `plan --explain` work and say
-# what they say with the boundary; a command is still refused (125), never run weaker.
+# what they say with the boundary (a plan says when the mapped identity is unavailable);
+# a command is still refused (125) and audited, never run weaker.
 . "$(dirname "$0")/lib.sh"
 
 ws=$(tmpdir)
@@ -39,6 +40,11 @@ nob run_cli -w "$ws" -c "touch ran"
 check "a command without bubblewrap: refused (125)" eq "$RC" 125
 check "a command without bubblewrap: says which program is missing" contains "$ERR" "/nonexistent/bwrap"
 check "a command without bubblewrap: nothing ran" eq "$(ls -A "$ws")" ""
+aud=$(tmpdir)/audit.jsonl
+nob run_cli --audit "$aud" -w "$ws" -c "touch ran"
+check "a command without bubblewrap, audited: refused (125)" eq "$RC" 125
+check "a command without bubblewrap, audited: the refusal is in the audit log" \
+  contains "$(cat "$aud" 2>/dev/null)" '"reason":"boundary-unusable"'
 nob run_cli capabilities -w "$ws"
 check "capabilities without bubblewrap: the boundary is not usable" contains "$OUT" '"boundary_usable":false'
 
@@ -55,11 +61,16 @@ elif unshare -U -r true 2>/dev/null; then
     if unshare -U true 2>/dev/null; then exit 91; fi
     export A3S_SANDBOX_BWRAP=/nonexistent/bwrap A3S_SANDBOX_LAUNCHER=/nonexistent/launch
     "$A3S_CLI" digest -w "$WS" && "$A3S_CLI" check baseline -w "$WS" >/dev/null &&
-      "$A3S_CLI" plan -w "$WS" >/dev/null && "$A3S_CLI" plan --explain -w "$WS" >/dev/null
+      "$A3S_CLI" plan --explain -w "$WS" >/dev/null &&
+      "$A3S_CLI" plan -w "$WS" | grep -q "\"mapped_identity_unavailable\""
   ' 2>&1)
   rc=$?
   check "without user namespaces: digest, check, plan, explain all work ($out)" eq "$rc" 0
   check "without user namespaces: the same digest" eq "$out" "$want_digest"
+  # Describing is not running: a configuration error is still one.
+  A3S_SANDBOX_MAPPED_ID=abc run_cli plan -w "$ws"
+  check "an invalid A3S_SANDBOX_MAPPED_ID: plan refused (125)" eq "$RC" 125
+  check "an invalid A3S_SANDBOX_MAPPED_ID: says so" contains "$ERR" "not a usable uid"
 elif [ "${A3S_MUST_WORK:-0}" = 1 ]; then
   fail "A3S_MUST_WORK=1, but this host makes no user namespace for the no-userns part"
 else
