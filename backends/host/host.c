@@ -143,8 +143,7 @@ static int hb_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     a3s_launch l;
     a3s_linux_launch_init(&l, run->plan, io, be->h.workspace, &run->res);
     bool refused = false;
-    (void)a3s_linux_quota_caps(&be->quota); /* probed once, before the first quota */
-    if (a3s_runres_quota(&run->res, &be->quota.caps, run->plan, io->id, &l, &refused, err) < 0) {
+    if (a3s_runres_quota(&run->res, &be->quota, run->plan, io->id, &l, &refused, err) < 0) {
         o->quota_refused = refused;
         return -1;
     }

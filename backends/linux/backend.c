@@ -31,20 +31,6 @@ const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name)
     return getenv_of(h, name);
 }
 
-const a3s_quota_caps *a3s_linux_quota_caps(a3s_linux_quota *q)
-{
-    if (!q->probed) {
-        a3s_cgroup_probe(q->root, &q->caps);
-        for (int i = 0; i < A3S_QUOTA_COUNT; i++) {
-            q->pub.can[i] = q->caps.can[i];
-            memcpy(q->pub.via[i], q->caps.via[i], sizeof q->pub.via[i]);
-            memcpy(q->pub.why_not[i], q->caps.why_not[i], sizeof q->pub.why_not[i]);
-        }
-        q->probed = true;
-    }
-    return &q->pub;
-}
-
 /* The workspace must not hold the state records (pins, scratch owners) that later runs
  * act on: a command could forge them. */
 int a3s_linux_check_state_root(const a3s_backend_host *h, a3s_error *err)

@@ -138,8 +138,7 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     a3s_linux_launch_init(&l, p, io, be->h.workspace, &run->res);
     l.setup_timeout_ms = A3S_SETUP_LIMIT_MS;
     bool refused = false;
-    (void)a3s_linux_quota_caps(&be->quota); /* probed once, before the first quota */
-    if (a3s_runres_quota(&run->res, &be->quota.caps, p, io->id, &l, &refused, err) < 0) {
+    if (a3s_runres_quota(&run->res, &be->quota, p, io->id, &l, &refused, err) < 0) {
         o->quota_refused = refused;
         return -1;
     }

@@ -11,15 +11,6 @@
 #include "rootid.h"
 #include "runres.h"
 
-/* The quota capabilities of this host, probed once (it creates and removes a probe
- * cgroup in each candidate place). */
-typedef struct a3s_linux_quota {
-    char *root; /* $A3S_SANDBOX_CGROUP_ROOT (tests), or NULL: /sys/fs/cgroup */
-    a3s_cgroup_caps caps;
-    a3s_quota_caps pub;
-    bool probed;
-} a3s_linux_quota;
-
 typedef struct a3s_linux_backend {
     a3s_backend base;
     a3s_backend_host h; /* borrowed from the sandbox */
@@ -65,7 +56,6 @@ int a3s_linux_run_exec(a3s_backend *be, a3s_backend_run *run, const a3s_run_io *
 
 /* Shared with the process-host backend. */
 const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name);
-const a3s_quota_caps *a3s_linux_quota_caps(a3s_linux_quota *q);
 int a3s_linux_check_state_root(const a3s_backend_host *h, a3s_error *err);
 /* The supervisor's launch for io (deadline, budget, limits, callbacks, mirror). */
 void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *io,

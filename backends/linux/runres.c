@@ -142,8 +142,22 @@ static int record_cgroup(void *ud, const char *path, a3s_error *err)
     return a3s_stale_run_note(ud, "cgroup", path, err);
 }
 
-int a3s_runres_quota(a3s_runres *r, const a3s_cgroup_caps *caps, const a3s_plan *p,
-                     const char *id, a3s_launch *l, bool *refused, a3s_error *err)
+const a3s_quota_caps *a3s_linux_quota_caps(a3s_linux_quota *q)
+{
+    if (!q->probed) {
+        a3s_cgroup_probe(q->root, &q->caps);
+        for (int i = 0; i < A3S_QUOTA_COUNT; i++) {
+            q->pub.can[i] = q->caps.can[i];
+            memcpy(q->pub.via[i], q->caps.via[i], sizeof q->pub.via[i]);
+            memcpy(q->pub.why_not[i], q->caps.why_not[i], sizeof q->pub.why_not[i]);
+        }
+        q->probed = true;
+    }
+    return &q->pub;
+}
+
+int a3s_runres_quota(a3s_runres *r, a3s_linux_quota *q, const a3s_plan *p, const char *id,
+                     a3s_launch *l, bool *refused, a3s_error *err)
 {
     *refused = false;
     a3s_cgroup_limits cl = {p->limits.processes, p->limits.memory_bytes,
@@ -152,7 +166,8 @@ int a3s_runres_quota(a3s_runres *r, const a3s_cgroup_caps *caps, const a3s_plan 
         return 0;
     /* The whole tree joins its cgroup before the first program runs; a quota this host
      * cannot enforce refuses the run (fail closed). */
-    if (a3s_cgroup_create_noted(caps, &cl, id, record_cgroup, r->rec, &r->cg, err) < 0) {
+    (void)a3s_linux_quota_caps(q); /* probed once, before the first quota */
+    if (a3s_cgroup_create_noted(&q->caps, &cl, id, record_cgroup, r->rec, &r->cg, err) < 0) {
         *refused = true;
         return -1;
     }

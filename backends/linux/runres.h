@@ -18,6 +18,18 @@
 #include "stale.h"
 #include "util.h"
 
+/* The quota capabilities of this host, probed once (it creates and removes a probe
+ * cgroup in each candidate place). */
+typedef struct a3s_linux_quota {
+    char *root; /* $A3S_SANDBOX_CGROUP_ROOT (tests), or NULL: /sys/fs/cgroup */
+    a3s_cgroup_caps caps;
+    a3s_quota_caps pub;
+    bool probed;
+} a3s_linux_quota;
+
+/* What this host can enforce (probed on the first call). */
+const a3s_quota_caps *a3s_linux_quota_caps(a3s_linux_quota *q);
+
 typedef struct a3s_runres {
     const char *state_root; /* a3s_stale_root(tmp) */
     a3s_run_rec *rec;
@@ -41,10 +53,11 @@ int a3s_runres_open(a3s_runres *r, const char *tmp, a3s_error *err);
  * scan's rules and the pins. */
 int a3s_runres_pin(a3s_runres *r, int ws_fd, const char *workspace, const a3s_scan_result *scan,
                    bool pin, a3s_error *err);
-/* The plan's quotas: a cgroup the launched process joins (fds into l). A quota this
- * host cannot enforce refuses the run: -1, *refused. */
-int a3s_runres_quota(a3s_runres *r, const a3s_cgroup_caps *caps, const a3s_plan *p,
-                     const char *id, a3s_launch *l, bool *refused, a3s_error *err);
+/* The plan's quotas: a cgroup the launched process joins (fds into l). The host is
+ * probed only when the plan asks for a quota. A quota this host cannot enforce refuses
+ * the run: -1, *refused. */
+int a3s_runres_quota(a3s_runres *r, a3s_linux_quota *q, const a3s_plan *p, const char *id,
+                     a3s_launch *l, bool *refused, a3s_error *err);
 /* After the tree is gone: the quota events into o, the cgroup removed. */
 void a3s_runres_quota_end(a3s_runres *r, a3s_outcome *o);
 /* Each process of the launch into the run record, as soon as its pid is known. */
