@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The helper programs (launcher, relay, mediator) are embedded in the CLI and the library
+# and handed over as sealed memfds: the CLI runs from the source checkout (whose default
+# workspace holds the build tree), from the build dir and from $HOME; a command that
+# overwrites the helper programs' files in its workspace changes nothing that a later run
+# executes; the memfds never reach the command. A program given by path
+# (A3S_SANDBOX_LAUNCHER, ...) is still refused inside the workspace.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+
+src=$(cd "$A3S_SOURCE_DIR" && pwd -P) bin=$(cd "$(dirname "$A3S")" && pwd -P)
+# A policy directory inside the workspace is never searched (the command could rewrite
+# it), and the build tree's policies are inside the checkout: give a copy outside.
+pol=$(tmpdir)
+cp -R "$A3S_SOURCE_DIR/policies/." "$pol/"
+chmod -R a+rX "$pol"
+home=$(tmpdir)
+chmod 0755 "$home"
+unset A3S_SANDBOX_LAUNCHER A3S_SANDBOX_RELAY A3S_SANDBOX_MEDIATOR
+
+# Where the checkout or the build dir is not writable (an unprivileged user's staged
+# copy), placeholders cannot be made in it: only $HOME is tried there.
+places=("$home")
+for d in "$src" "$bin"; do [ -w "$d" ] && places+=("$d"); done
+
+for d in "${places[@]}"; do
+  at() { (cd "$d" && HOME="$home" A3S_SANDBOX_POLICY_PATH="$pol" "$A3S" "$@") </dev/null 2>&1; }
+  out=$(at -- true)
+  check "from $d: -- true exits 0" eq "$?:$out" "0:"
+  out=$(at --json -c 'echo json-ok')
+  check "from $d: --json -c" contains "$out" '"stdout":"json-ok\n"'
+  out=$(at digest)
+  check "from $d: digest is 64 hex" eq "$(printf '%s' "$out" | grep -cE '^[0-9a-f]{64}$')" 1
+  out=$(at probe)
+  check "from $d: probe exits 0" eq "$?" 0
+  out=$(at capabilities)
+  check "from $d: capabilities, mediated HTTP usable" contains "$out" '"mediated_http":true'
+  out=$(cd "$d" && echo data | HOME="$home" A3S_SANDBOX_POLICY_PATH="$pol" "$A3S" -- wc -c 2>&1)
+  check "from $d: stdin is forwarded" eq "$out" 5
+done
+
+# The Lua module from the checkout (its default workspace).
+mod="$bin/a3s_sandbox.so"
+if [ -f "$mod" ] && [ -w "$src" ] && command -v lua5.4 >/dev/null; then
+  out=$(cd "$src" && HOME="$home" A3S_SANDBOX_POLICY_PATH="$pol" LUA_CPATH="$bin/?.so;;" lua5.4 -e '
+    local sb = assert(require("a3s_sandbox").new{})
+    local r = assert(sb:exec({ "printf", "lua-ok" }))
+    io.write(r.stdout, " ", r.exit_code)' 2>&1)
+  check "Lua from the checkout: new{} and exec" eq "$out" "lua-ok 0"
+fi
+
+# The memfds never reach the command, with or without the relay.
+ws=$(tmpdir)
+run_cli -w "$ws" -c 'for f in /proc/self/fd/*; do echo "$f $(readlink "$f")"; done'
+check "the command holds no helper image (plain run)" not_contains "$OUT" "memfd:a3s-sandbox"
+check "... and no fd 13 or 14" eq "$(printf '%s\n' "$OUT" | grep -cE '^/proc/self/fd/1[34] ')" 0
+run_cli -w "$ws" --grant a3s-probe.invalid:1 -c 'for f in /proc/self/fd/*; do echo "$f $(readlink "$f")"; done'
+check "mediated run exits 0" eq "$RC" 0
+check "the command holds no helper image (mediated run)" not_contains "$OUT" "memfd:a3s-sandbox"
+check "... and no fd 13 or 14" eq "$(printf '%s\n' "$OUT" | grep -cE '^/proc/self/fd/1[34] ')" 0
+run_cli -w "$ws" -c 'head -c 4 /proc/1/exe 2>&1; ls -l /proc/*/fd 2>/dev/null | grep -c memfd:a3s'
+check "nothing inside can reach a helper image through /proc" contains "$OUT" $'\n0'
+
+# A workspace holding the helper programs' files (here: a copy of the CLI with them): the
+# command overwrites them all; the next run still runs the embedded ones and behaves.
+ws=$(tmpdir)
+cp "$A3S" "$ws/a3s-sandbox"
+for h in launch relay mediator; do
+  [ -f "$bin/a3s-sandbox-$h" ] && cp "$bin/a3s-sandbox-$h" "$ws/a3s-sandbox-$h"
+done
+tamper='for f in a3s-sandbox-launch a3s-sandbox-relay a3s-sandbox-mediator; do
+  printf "#!/bin/sh\ntouch %s/tampered-\$\$; exit 0\n" "$PWD" >"$f" && chmod 0755 "$f"; done; echo tampered'
+export A3S_SANDBOX_POLICY_PATH="$pol"
+out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -c "$tamper" 2>&1)
+check "the command overwrote the helper files in its workspace" eq "$out" tampered
+check "... which now are its scripts" contains "$(head -c 40 "$ws/a3s-sandbox-launch")" "touch"
+out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -- printf still-ok 2>&1)
+check "the next run still behaves (embedded launcher)" eq "$out" still-ok
+out=$(cd "$ws" && HOME="$home" ./a3s-sandbox --json --grant a3s-probe.invalid:1 -c \
+  'exec 3<>/dev/tcp/127.0.0.1/24731 && printf "CONNECT other.invalid:1 HTTP/1.1\r\n\r\n" >&3 && head -c 12 <&3' 2>&1)
+check "a mediated run still behaves (embedded relay and mediator)" contains "$out" '"stdout":"HTTP/1.1 403"'
+check "none of the overwritten files ran" eq "$(ls "$ws" | grep -c '^tampered-')" 0
+# Given by path, a program inside the workspace is refused as before.
+for v in A3S_SANDBOX_LAUNCHER:a3s-sandbox-launch A3S_SANDBOX_RELAY:a3s-sandbox-relay \
+         A3S_SANDBOX_MEDIATOR:a3s-sandbox-mediator; do
+  out=$(cd "$ws" && env "${v%%:*}=$ws/${v#*:}" HOME="$home" ./a3s-sandbox --grant a3s-probe.invalid:1 -- true 2>&1)
+  check "${v%%:*} inside the workspace: refused (125)" eq "$?" 125
+  check "... naming the program inside the workspace" contains "$out" "from inside the active workspace"
+done
+check "still none of the overwritten files ran" eq "$(ls "$ws" | grep -c '^tampered-')" 0
+finish
