@@ -8,11 +8,11 @@
 -- what is under $(LIBDIR) = $(PREFIX)/lib into the tree's C module dir
 -- (<tree>/lib/lua/5.4), keeping relative paths, and copies $(PREFIX)/bin to <tree>/bin.
 -- The module must therefore be installed directly into $(LIBDIR) (A3S_LUA_CMOD_DIR).
--- Everything else stays in the rock's directory, which is what the CLI and the module
--- have compiled in: the policies ($(PREFIX)/share/a3s-sandbox/policies) and the helper
--- programs ($(PREFIX)/libexec/a3s-sandbox: the in-sandbox launcher and relay, the
--- host-side network mediator). The C library and its
--- pkg-config file go to $(PREFIX)/clib, away from the Lua module dir.
+-- Everything else stays in the rock's directory: the policies
+-- ($(PREFIX)/share/a3s-sandbox/policies), found relative to the running CLI or module
+-- (the A3S_POLICY_REL_* paths below, from <tree>/bin and <tree>/lib/lua/5.4), and the
+-- C library and its pkg-config file, in $(PREFIX)/clib, away from the Lua module dir.
+-- The helper programs are embedded in the CLI and the module.
 rockspec_format = "3.0"
 package = "a3s-sandbox"
 version = "0.1.0-1"
@@ -58,6 +58,9 @@ build = {
     CMAKE_INSTALL_LIBDIR = "clib",
     -- The Lua module, straight into the rock's module dir (see above).
     A3S_LUA_CMOD_DIR = "$(LIBDIR)",
+    -- Where the policies are, from where LuaRocks puts the CLI and the module.
+    A3S_POLICY_REL_BIN = "../lib/luarocks/rocks-5.4/a3s-sandbox/0.1.0-1/share/a3s-sandbox/policies",
+    A3S_POLICY_REL_LUA = "../../luarocks/rocks-5.4/a3s-sandbox/0.1.0-1/share/a3s-sandbox/policies",
     -- The specs need the source tree and a sandbox-capable host: not built here.
     BUILD_TESTING = "OFF",
   },

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
+#include "instdir.h"
 #include "sandbox_int.h"
 #include "update.h"
 #include "util.h"
@@ -170,15 +171,17 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
         goto fail;
     }
 
-    /* Policy search path: explicit dirs, installed policies, the source tree's policies
-     * (when running from a build tree), then $A3S_SANDBOX_POLICY_PATH. */
+    /* Policy search path: explicit dirs, this installation's policies (found relative
+     * to the running program or library: instdir.h), then $A3S_SANDBOX_POLICY_PATH. */
     for (size_t i = 0; opts->policy_path && opts->policy_path[i]; i++)
         if (a3s_strv_push(&sb->search_path, opts->policy_path[i]) < 0)
             goto oom;
-    if (is_dir(A3S_POLICY_INSTALL_DIR) && a3s_strv_push(&sb->search_path, A3S_POLICY_INSTALL_DIR) < 0)
+    char *installed = a3s_instdir_policies();
+    if (installed && a3s_strv_push(&sb->search_path, installed) < 0) {
+        free(installed);
         goto oom;
-    if (is_dir(A3S_SOURCE_POLICY_DIR) && a3s_strv_push(&sb->search_path, A3S_SOURCE_POLICY_DIR) < 0)
-        goto oom;
+    }
+    free(installed);
     if (push_path_list(&sb->search_path, a3s_sandbox_getenv(sb, "A3S_SANDBOX_POLICY_PATH")) < 0)
         goto oom;
 

@@ -22,6 +22,17 @@
 #define A3S_FD_SCRATCH_MOUNT 10 /* mapped identity: idmapped detached mount of the scratch */
 #define A3S_FD_USERNS 11       /* mapped identity: bwrap --userns */
 #define A3S_FD_MEDIATOR 12     /* mediated runs: the relay's end of its channel to the mediator */
+/* The embedded helper programs (backends/linux/helpers.h): sealed memfds holding the
+ * launcher's and the relay's images. bwrap executes the first program by the path
+ * A3S_FD_PATH(N), which names the memfd itself at exec time (the sandbox's /proc is
+ * mounted by then), and the relay starts the launcher the same way. Neither fd reaches the
+ * command: the setup step closes both (the relay's, CLOEXEC, goes with its exec; the
+ * relay makes the launcher's CLOEXEC and so drops it by starting the launcher). Absent
+ * when the program was given by path (A3S_SANDBOX_LAUNCHER, A3S_SANDBOX_RELAY). */
+#define A3S_FD_LAUNCHER_IMAGE 13
+#define A3S_FD_RELAY_IMAGE 14
+#define A3S_FD_PATH_(n) "/proc/self/fd/" #n
+#define A3S_FD_PATH(n) A3S_FD_PATH_(n)
 
 /* Setup records: the magic, then records of exactly A3S_SETUP_FIELDS NUL-terminated
  * fields: OP, PATH, A, B, C, D (decimal unsigned numbers), in the order they are applied.

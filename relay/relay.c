@@ -343,6 +343,11 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
+    /* The launcher's embedded image (protocol.h): the child starts it by its path
+     * (/proc/self/fd/N), and CLOEXEC drops it with that very exec. */
+    if (fcntl(A3S_FD_LAUNCHER_IMAGE, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
+        return setup_error("the launcher's image: %s", strerror(errno));
+
     /* Not dumpable: the command (same uid) can neither ptrace the relay nor copy its
      * channel with pidfd_getfd. The child becomes dumpable again by its exec. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

@@ -3,7 +3,8 @@
 # which goes first, medians and the ratio of the second to the first. How a refactoring
 # shows that it costs nothing:
 #   scripts/bench-ab.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]     (default 80)
-# Each build dir holds a3s-sandbox and its helper programs (launcher, relay, mediator).
+# Each build dir holds a3s-sandbox; with A3S_BENCH_HELPER_PATHS=1 its helper programs are
+# given by path (A3S_SANDBOX_LAUNCHER, ...), as builds before the embedded ones needed.
 set -euo pipefail
 old=$(cd "${1:?old build dir}" && pwd) new=$(cd "${2:?new build dir}" && pwd) rounds=${3:-80}
 for b in "$old" "$new"; do
@@ -18,6 +19,8 @@ old, new, ws, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 def env(b):
     e = dict(os.environ)
+    if os.environ.get("A3S_BENCH_HELPER_PATHS") != "1":
+        return e
     for var, prog in (("A3S_SANDBOX_LAUNCHER", "a3s-sandbox-launch"),
                       ("A3S_SANDBOX_RELAY", "a3s-sandbox-relay"),
                       ("A3S_SANDBOX_MEDIATOR", "a3s-sandbox-mediator")):

@@ -2,24 +2,18 @@
 # Quick start: install what is missing, build, and run the CLI with the given arguments,
 # e.g. scripts/run.sh -- echo inside sandbox
 #
-# The programs that run inside the sandbox (launcher, relay) and the network mediator
-# that runs on the host for it must not live in the workspace, and the default workspace
-# is the current directory, often this very source tree: stage them outside it (the CLI
-# refuses in-workspace copies, fail closed).
+# The helper programs (launcher, relay, mediator) are embedded in the CLI. The policies
+# are not: the build's copy (build/share/a3s-sandbox/policies) lies in the default
+# workspace when this runs from the source tree, and a policy directory inside the
+# workspace is never searched (the command could rewrite what the next run enforces).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
 "$here/scripts/build.sh"
 build=${A3S_BUILD_DIR:-$here/build}
-stage=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/a3s-sandbox/bin
+stage=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/a3s-sandbox
 mkdir -p "$stage"
-install -m 0755 "$build/a3s-sandbox-launch" "$build/a3s-sandbox-relay" \
-  "$build/a3s-sandbox-mediator" "$stage/"
-export A3S_SANDBOX_LAUNCHER=${A3S_SANDBOX_LAUNCHER:-$stage/a3s-sandbox-launch}
-export A3S_SANDBOX_RELAY=${A3S_SANDBOX_RELAY:-$stage/a3s-sandbox-relay}
-export A3S_SANDBOX_MEDIATOR=${A3S_SANDBOX_MEDIATOR:-$stage/a3s-sandbox-mediator}
-# The policies too: a policy directory inside the workspace is not searched (the command
-# could rewrite what the next run enforces). A fresh copy each time.
+# A fresh copy of the policies each time, outside the source tree.
 rm -rf "$stage/policies"
 cp -R "$here/policies" "$stage/policies"
 export A3S_SANDBOX_POLICY_PATH=${A3S_SANDBOX_POLICY_PATH:+$A3S_SANDBOX_POLICY_PATH:}$stage/policies

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bwrap.h"
+#include "helpers.h"
 #include "json.h"
 #include "protocol.h"
 #include "a3s_seccomp.h"
@@ -59,7 +60,11 @@ static void lb_free(a3s_backend *base)
     free(be->shell);
     free(be->launcher);
     free(be->relay);
+    free(be->relay_why);
     free(be->mediator);
+    for (size_t i = 0; i < sizeof be->image / sizeof be->image[0]; i++)
+        if (be->image[i] >= 0)
+            close(be->image[i]);
     free(be->mediator_why);
     free(be->why_unusable);
     free(be->quota.root);
@@ -81,15 +86,26 @@ static const a3s_quota_caps *lb_quota_caps(a3s_backend *base)
     return a3s_linux_quota_caps(&((a3s_linux_backend *)base)->quota);
 }
 
-/* A helper program: $ENV, else the installed one, else the build tree's. Never one from
- * the workspace, which the command can rewrite. */
-static const char *helper_path(const a3s_backend_host *h, const char *env, const char *installed,
-                               const char *built)
+/* A helper program given by path ($ENV, for tests and debugging), resolved and vetted:
+ * absolute, executable, never from the workspace, which the command can rewrite. 0 with
+ * *out NULL when none is given: the embedded image is used. */
+static int helper_override(const a3s_backend_host *h, const char *env, const char *what,
+                           char **out, a3s_error *err)
 {
+    *out = NULL;
     const char *p = getenv_of(h, env);
-    if (p && *p)
-        return p;
-    return access(installed, X_OK) == 0 ? installed : built;
+    if (!p || !*p)
+        return 0;
+    return a3s_bwrap_resolve_exe(p, h->workspace, what, out, err);
+}
+
+int a3s_linux_image(a3s_linux_backend *be, int h, a3s_error *err)
+{
+    /* Above the fixed numbers of every protocol (protocol.h): no dup2 placing another fd
+     * in a child can overwrite it before it is used. */
+    if (be->image[h] < 0)
+        be->image[h] = a3s_helpers_memfd((a3s_helper)h, A3S_FD_RELAY_IMAGE + 1, err);
+    return be->image[h];
 }
 
 /* ---- one run ---------------------------------------------------------------------------- */
@@ -249,14 +265,13 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         if (!(run->identity_note = a3s_strdup(merr.msg)))
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     }
-    /* Running needs the launcher (lb_unusable refuses before this); describing a plan
-     * names it. */
-    if (!be->launcher && spec->pin)
-        return a3s_fail(err, A3S_ERR_SETUP, "%s",
-                        be->why_unusable ? be->why_unusable : "no sandbox launcher");
+    /* Running needs a usable launcher (lb_unusable refuses before this); describing a
+     * plan names it. */
+    if (be->why_unusable && spec->pin)
+        return a3s_fail(err, A3S_ERR_SETUP, "%s", be->why_unusable);
     a3s_bwrap_cmd cmd = {
         .shell = be->shell,
-        .launcher = be->launcher ? be->launcher : "a3s-sandbox-launch",
+        .launcher = be->launcher ? be->launcher : A3S_FD_PATH(A3S_FD_LAUNCHER_IMAGE),
         .ws_dev = be->h.ws_st.st_dev,
         .ws_ino = be->h.ws_st.st_ino,
         .scratch_dev = run->res.scratch_st.st_dev,
@@ -270,15 +285,15 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         .tag = spec->pin ? a3s_stale_run_tag(run->res.rec) : NULL,
     };
     if (spec->ngrants) {
-        if (!be->relay)
-            return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-relay, which "
-                            "was not found (set A3S_SANDBOX_RELAY)");
+        if (be->relay_why)
+            return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-relay: %s",
+                            be->relay_why);
         run->mediated = true;
         run->grants = spec->grants;
         run->ngrants = spec->ngrants;
         if (set_proxy_env(&run->env) < 0)
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-        cmd.relay = be->relay;
+        cmd.relay = be->relay ? be->relay : A3S_FD_PATH(A3S_FD_RELAY_IMAGE);
     }
     if (spec->argv)
         cmd.argv = spec->argv;
@@ -316,7 +331,7 @@ static void lb_probe_mediation(a3s_backend *base, a3s_granted_run_fn fn, void *u
 {
     a3s_linux_backend *be = (a3s_linux_backend *)base;
     *http = *socks = false;
-    if (be->why_unusable || !be->relay || !be->mediator)
+    if (be->why_unusable || be->relay_why || be->mediator_why)
         return;
     a3s_grant probe = {.host = "a3s-probe.invalid", .port = 2};
     /* printf escapes, not C ones: the command text has no control bytes. */
@@ -361,6 +376,8 @@ int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_back
     be->base.ops = &linux_ops;
     be->h = *h;
     be->rootid = (a3s_rootid)A3S_ROOTID_INIT;
+    for (size_t i = 0; i < sizeof be->image / sizeof be->image[0]; i++)
+        be->image[i] = -1;
     const char *cgr = getenv_of(h, "A3S_SANDBOX_CGROUP_ROOT");
     if (cgr && *cgr && !(be->quota.root = a3s_strdup(cgr)))
         goto oom;
@@ -375,23 +392,19 @@ int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_back
         lb_free(&be->base);
         return -1;
     }
-    const char *ln = helper_path(h, "A3S_SANDBOX_LAUNCHER", A3S_LAUNCH_INSTALL_PATH,
-                                 A3S_LAUNCH_BUILD_PATH);
-    if (brc == 0 &&
-        a3s_bwrap_resolve_exe(ln, h->workspace, "sandbox launcher", &be->launcher, &berr) < 0)
+    if (brc == 0 && helper_override(h, "A3S_SANDBOX_LAUNCHER", "sandbox launcher",
+                                    &be->launcher, &berr) < 0)
         brc = -1;
     if (brc < 0 && !(be->why_unusable = a3s_strdup(berr.msg)))
         goto oom;
-    /* The relay and the mediator are needed only for grants: resolved now, required when
-     * used. The mediator runs on the host with the caller's rights. */
-    a3s_error rerr, merr = {0};
-    (void)a3s_bwrap_resolve_exe(helper_path(h, "A3S_SANDBOX_RELAY", A3S_RELAY_INSTALL_PATH,
-                                            A3S_RELAY_BUILD_PATH),
-                                h->workspace, "network relay", &be->relay, &rerr);
-    if (a3s_bwrap_resolve_exe(helper_path(h, "A3S_SANDBOX_MEDIATOR", A3S_MEDIATOR_INSTALL_PATH,
-                                          A3S_MEDIATOR_BUILD_PATH),
-                              h->workspace, "network mediator", &be->mediator, &merr) < 0 &&
-        !(be->mediator_why = a3s_strdup(merr.msg)))
+    /* The relay and the mediator are needed only for grants: a path given is resolved
+     * now, required when used. The mediator runs on the host with the caller's rights. */
+    a3s_error rerr = {0}, merr = {0};
+    if ((helper_override(h, "A3S_SANDBOX_RELAY", "network relay", &be->relay, &rerr) < 0 &&
+         !(be->relay_why = a3s_strdup(rerr.msg))) ||
+        (helper_override(h, "A3S_SANDBOX_MEDIATOR", "network mediator", &be->mediator, &merr) <
+             0 &&
+         !(be->mediator_why = a3s_strdup(merr.msg))))
         goto oom;
     *out = &be->base;
     return 0;

@@ -12,6 +12,7 @@
 
 #include "a3s_seccomp.h"
 #include "bwrap.h"
+#include "helpers.h"
 #include "linux_backend.h"
 #include "medproc.h"
 #include "protocol.h"
@@ -69,14 +70,35 @@ static int export_mediated_filter(const a3s_seccomp_plan *sp, a3s_error *err)
 static int start_mediator(a3s_linux_backend *be, a3s_backend_run *run, int *relay_end,
                           a3s_medproc *m, a3s_error *err)
 {
-    if (!be->mediator) {
-        *m = (a3s_medproc)A3S_MEDPROC_NONE;
+    *m = (a3s_medproc)A3S_MEDPROC_NONE;
+    if (be->mediator_why)
         return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-mediator, which "
-                        "was not found (set A3S_SANDBOX_MEDIATOR): %s",
-                        be->mediator_why ? be->mediator_why : "no path");
+                        "cannot be used (set A3S_SANDBOX_MEDIATOR): %s", be->mediator_why);
+    /* The embedded image by default: posix_spawn executes its sealed memfd by the path
+     * that names the fd (CLOEXEC: gone in the mediator once it runs). */
+    char path[32];
+    if (!be->mediator) {
+        int fd = a3s_linux_image(be, A3S_HELPER_MEDIATOR, err);
+        if (fd < 0)
+            return -1;
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     }
-    return a3s_medproc_start(be->mediator, run->grants, run->ngrants, be->h.host_env,
-                             relay_end, m, err);
+    return a3s_medproc_start(be->mediator ? be->mediator : path, run->grants, run->ngrants,
+                             be->h.host_env, relay_end, m, err);
+}
+
+/* A copy of embedded helper h's sealed memfd for one run (a3s_exec_run consumes the fds
+ * it passes on; the backend keeps its own), when wanted; *fd stays -1 otherwise. */
+static int image_fd(a3s_linux_backend *be, bool wanted, a3s_helper h, int *fd, a3s_error *err)
+{
+    if (!wanted)
+        return 0;
+    int img = a3s_linux_image(be, h, err);
+    if (img < 0)
+        return -1;
+    if ((*fd = fcntl(img, F_DUPFD_CLOEXEC, 0)) < 0)
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "%s: dup", a3s_helpers_name(h));
+    return 0;
 }
 
 /* What bwrap said before the command could start, for "never started" errors. */
@@ -125,13 +147,14 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     int rc = -1;
     int cmd_filter_fd = -1, channel_fd = -1;
     a3s_medproc med = A3S_MEDPROC_NONE;
+    int launch_img = -1, relay_img = -1;
     int seccomp_fd = -1, args_fd = -1, setup_fd = -1, started[2] = {-1, -1},
         status[2] = {-1, -1};
     char **bargv = NULL;
     char fdnum[16];
     memset(o, 0, sizeof *o);
     /* The engine refuses runs on an unusable backend; so does the backend itself. */
-    if (be->why_unusable || !be->bwrap || !be->launcher)
+    if (be->why_unusable || !be->bwrap)
         return a3s_fail(err, A3S_ERR_SETUP, "%s",
                         be->why_unusable ? be->why_unusable : "bubblewrap is not usable");
     a3s_launch l;
@@ -156,7 +179,9 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
         goto out;
     }
     if ((args_fd = a3s_bwrap_args_memfd(&run->args, err)) < 0 ||
-        (setup_fd = a3s_bwrap_args_memfd(&run->setup, err)) < 0)
+        (setup_fd = a3s_bwrap_args_memfd(&run->setup, err)) < 0 ||
+        image_fd(be, !be->launcher, A3S_HELPER_LAUNCH, &launch_img, err) < 0 ||
+        image_fd(be, run->mediated && !be->relay, A3S_HELPER_RELAY, &relay_img, err) < 0)
         goto out;
     if (pipe2(started, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: pipe2");
@@ -185,6 +210,10 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
         l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER};
     if (channel_fd >= 0)
         l.keep[l.nkeep++] = (a3s_fdmap){channel_fd, A3S_FD_MEDIATOR};
+    if (launch_img >= 0)
+        l.keep[l.nkeep++] = (a3s_fdmap){launch_img, A3S_FD_LAUNCHER_IMAGE};
+    if (relay_img >= 0)
+        l.keep[l.nkeep++] = (a3s_fdmap){relay_img, A3S_FD_RELAY_IMAGE};
     if (run->mapped) {
         /* a3s_exec_run consumes these too; the rootid namespace is the sandbox's. */
         int uns = fcntl(be->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0);
@@ -201,7 +230,7 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     l.status_fd = status[0];
     /* a3s_exec_run consumes the keep fds. */
     started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = setup_fd = -1;
-    channel_fd = -1;
+    channel_fd = launch_img = relay_img = -1;
     if (a3s_exec_run(&l, o, err) < 0)
         goto out;
     if (!o->started && !o->aborted) {
@@ -222,6 +251,10 @@ out:
         close(cmd_filter_fd);
     if (channel_fd >= 0)
         close(channel_fd);
+    if (launch_img >= 0)
+        close(launch_img);
+    if (relay_img >= 0)
+        close(relay_img);
     free(bargv);
     if (seccomp_fd >= 0)
         close(seccomp_fd);

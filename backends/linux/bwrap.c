@@ -442,6 +442,12 @@ static int build_mounts(builder *b, const a3s_plan *p, a3s_error *err)
 }
 
 
+/* A helper program executed through its embedded image's fd (protocol.h). */
+static bool is_fd_path(const char *p)
+{
+    return strncmp(p, "/proc/self/fd/", 14) == 0;
+}
+
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
                          a3s_strv *out, a3s_strv *cmd_out, a3s_strv *setup, a3s_error *err)
 {
@@ -484,14 +490,15 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     push3(&b, "--remount-ro", "/proc", NULL);
     if (build_mounts(&b, p, err) < 0)
         goto fail;
-    /* The launcher must be reachable inside even when it lives under a hidden root (a
-     * build tree in HOME): bind the one file read-only. */
-    if (hidden_kind(covering(&b, cmd->launcher)))
+    /* A launcher given by path must be reachable inside even when it lives under a
+     * hidden root (a build tree in HOME): bind the one file read-only. An embedded image
+     * is executed through its fd and needs nothing. */
+    if (!is_fd_path(cmd->launcher) && hidden_kind(covering(&b, cmd->launcher)))
     {
         make_parents(&b, cmd->launcher);
         push3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
     }
-    if (cmd->relay && hidden_kind(covering(&b, cmd->relay)))
+    if (cmd->relay && !is_fd_path(cmd->relay) && hidden_kind(covering(&b, cmd->relay)))
     {
         make_parents(&b, cmd->relay);
         push3(&b, "--ro-bind", cmd->relay, cmd->relay);

@@ -15,14 +15,17 @@ typedef struct a3s_bwrap_cmd {
     char *const *argv;         /* argv form, or NULL */
     const char *shell_command; /* bash -c form, or NULL */
     const char *shell;         /* trusted bash, absolute */
-    const char *launcher;      /* a3s-sandbox-launch: always the first program inside */
+    /* a3s-sandbox-launch: always the first program inside. A host path, or the embedded
+     * image's A3S_FD_PATH(A3S_FD_LAUNCHER_IMAGE) (protocol.h), which needs no mount. */
+    const char *launcher;
     /* On the real argv of bwrap and the launcher ("--tag TAG"), which every process of the
      * sandbox's setup carries: how a sweep finds a dead run's sandbox whose pid it never
      * learnt (stale.h). NULL: none. */
     const char *tag;
     /* Mediated network (grants): the relay runs first and starts the launcher under the
      * command filter read from fd A3S_FD_CMD_FILTER; NULL otherwise. */
-    const char *relay; /* its channel to the mediator comes on A3S_FD_MEDIATOR */
+    const char *relay; /* its channel to the mediator comes on A3S_FD_MEDIATOR; a host
+                        * path or A3S_FD_PATH(A3S_FD_RELAY_IMAGE) */
     /* The workspace and scratch dir as opened on the host (their identity is checked
      * again inside before anything is mounted in them). */
     dev_t ws_dev, scratch_dev;

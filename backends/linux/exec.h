@@ -14,7 +14,7 @@
 #include "backend.h"
 #include "capture.h"
 
-#define A3S_EXEC_MAX_KEEP 12
+#define A3S_EXEC_MAX_KEEP 16
 
 typedef struct a3s_fdmap {
     int fd;     /* parent's fd */

@@ -51,6 +51,11 @@ static int launch(char **cmd)
     if (fcntl(A3S_FD_STARTED, F_SETFD, FD_CLOEXEC) < 0)
         return A3S_EXIT_SETUP;
     (void)fcntl(A3S_FD_STATUS, F_SETFD, FD_CLOEXEC);
+    /* The embedded images (protocol.h) never reach the command: the setup step closed
+     * them and a launcher the relay started never had them; closed here all the same. */
+    for (int fd = A3S_FD_LAUNCHER_IMAGE; fd <= A3S_FD_RELAY_IMAGE; fd++)
+        if (close(fd) < 0 && errno != EBADF && errno != EINTR)
+            return A3S_EXIT_SETUP;
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
         fprintf(stderr, "a3s-sandbox: setup: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
         return A3S_EXIT_SETUP;

@@ -15,10 +15,15 @@ typedef struct a3s_linux_backend {
     a3s_backend base;
     a3s_backend_host h; /* borrowed from the sandbox */
     char *bwrap, *shell;
-    char *launcher;     /* a3s-sandbox-launch */
-    char *relay;        /* a3s-sandbox-relay, for mediated runs, or NULL */
-    char *mediator;     /* a3s-sandbox-mediator (host side), for mediated runs, or NULL */
-    char *mediator_why; /* why it is NULL */
+    /* The helper programs: by default their embedded images (helpers.h), made into
+     * sealed memfds on first use and kept for every later run of this object; a path
+     * only when the caller named one (A3S_SANDBOX_LAUNCHER, _RELAY, _MEDIATOR). */
+    char *launcher;     /* a3s-sandbox-launch given by path, or NULL */
+    char *relay;        /* a3s-sandbox-relay given by path, or NULL */
+    char *relay_why;    /* the relay given cannot be used: why (grants are refused) */
+    char *mediator;     /* a3s-sandbox-mediator (host side) given by path, or NULL */
+    char *mediator_why; /* the mediator given cannot be used: why (grants are refused) */
+    int image[3];       /* the embedded images' memfds (by a3s_helper), or -1 */
     char *why_unusable; /* bubblewrap or the launcher cannot be used, or NULL */
     /* Root callers: the command runs under an unprivileged host id (rootid.h). */
     a3s_rootid rootid;
@@ -49,6 +54,10 @@ struct a3s_backend_run {
  * leaves it made, with ops->unusable saying why. */
 int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_backend **out,
                           a3s_error *err);
+
+/* The sealed memfd of embedded helper h (helpers.h), made on first use and kept: the
+ * backend's own fd, not to be closed by the caller. -1 with err. */
+int a3s_linux_image(a3s_linux_backend *be, int h, a3s_error *err);
 
 /* backend_exec.c: run a prepared run (backend.h run_exec). */
 int a3s_linux_run_exec(a3s_backend *be, a3s_backend_run *run, const a3s_run_io *io,

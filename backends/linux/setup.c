@@ -639,7 +639,11 @@ int a3s_setup_run(bool keep_relay_fds)
         (void)close(A3S_FD_ARGS);
         (void)close(A3S_FD_SECCOMP);
         (void)syscall(SYS_close_range, A3S_FD_SETUP, A3S_FD_MEDIATOR - 1, 0);
-        (void)syscall(SYS_close_range, A3S_FD_MEDIATOR + 1, ~0U, 0);
+        /* The relay's channel, and the embedded images: the relay's is executed next (and
+         * CLOEXEC, so gone with that exec), the launcher's is the relay's to start. */
+        (void)syscall(SYS_close_range, A3S_FD_RELAY_IMAGE + 1, ~0U, 0);
+        if (fcntl(A3S_FD_RELAY_IMAGE, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
+            return fail("the relay's image: %s", strerror(errno));
     } else {
         (void)syscall(SYS_close_range, A3S_FD_ARGS, ~0U, 0);
     }

@@ -10,7 +10,9 @@
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 
-med=${A3S_SANDBOX_MEDIATOR:?A3S_SANDBOX_MEDIATOR must name the built mediator}
+# This spec is about the mediator given by path (the embedded one: helpers_spec.sh).
+med=${A3S_SANDBOX_MEDIATOR:-$(dirname "$A3S")/a3s-sandbox-mediator}
+export A3S_SANDBOX_MEDIATOR=$med
 med_real=$(readlink -f "$med")
 ws=$(tmpdir)
 state=$(tmpdir)

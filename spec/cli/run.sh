@@ -23,12 +23,13 @@ id a3s-test >/dev/null 2>&1 || skip "user a3s-test is missing (scripts/test.sh c
 # stage the CLI, the policies and the specs in a world-readable directory.
 stage=$(mktemp -d /tmp/a3s-unpriv-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
+# The CLI carries its helper programs embedded; their files are copied only for the
+# specs about programs given by path (A3S_SANDBOX_MEDIATOR, ...), which name them.
 cp "$A3S_CLI" "$stage/a3s-sandbox"
-cp "$(dirname "$A3S_CLI")/a3s-sandbox-launch" "$stage/a3s-sandbox-launch"
-relay="$(dirname "$A3S_CLI")/a3s-sandbox-relay"
-[ -f "$relay" ] && cp "$relay" "$stage/a3s-sandbox-relay"
-mediator="$(dirname "$A3S_CLI")/a3s-sandbox-mediator"
-[ -f "$mediator" ] && cp "$mediator" "$stage/a3s-sandbox-mediator"
+for h in launch relay mediator; do
+  f="$(dirname "$A3S_CLI")/a3s-sandbox-$h"
+  [ -f "$f" ] && cp "$f" "$stage/a3s-sandbox-$h"
+done
 cp -r "$A3S_SOURCE_DIR/policies" "$stage/policies"
 cp -r "$A3S_SOURCE_DIR/spec" "$stage/spec"
 chmod -R a+rX "$stage"
@@ -39,6 +40,4 @@ spec_copy="$stage/spec/cli/$(basename "$spec")"
 runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
   HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
   A3S_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
-  A3S_SANDBOX_LAUNCHER="$stage/a3s-sandbox-launch" A3S_SANDBOX_RELAY="$stage/a3s-sandbox-relay" \
-  A3S_SANDBOX_MEDIATOR="$stage/a3s-sandbox-mediator" \
   A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_UNPRIV=1 bash "$spec_copy"

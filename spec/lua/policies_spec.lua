@@ -52,6 +52,10 @@ local SRC = os.getenv "A3S_SOURCE_DIR"
 if not SRC or SRC == "" then
   SRC = chomp(sh("cd " .. q((arg[0]:gsub("[^/]*$", ""))) .. "../.. && pwd -P"))
 end
+-- Where the module finds them: the build's copy next to it (share/a3s-sandbox/policies).
+local BUILD = os.getenv "A3S_BUILD_DIR"
+local SHIPPED = (BUILD and BUILD ~= "") and chomp(sh("cd " .. q(BUILD) .. " && pwd -P"))
+  .. "/share/a3s-sandbox/policies" or SRC .. "/policies"
 local POLICIES = {}
 for f in sh("ls " .. q(SRC .. "/policies") .. "/*.lua"):gmatch "[^\n]+" do
   POLICIES[#POLICIES + 1] = f:match "([^/]+)%.lua$"
@@ -104,7 +108,7 @@ function TestPolicies:test_every_policy_runs_by_name_with_a_digest_of_its_own()
     local plan, perr = sb:plan()
     lu.assertIsTable(plan, perr)
     lu.assertEquals(plan.name, name)
-    lu.assertEquals(plan.source, SRC .. "/policies/" .. name .. ".lua")
+    lu.assertEquals(plan.source, SHIPPED .. "/" .. name .. ".lua")
     lu.assertEquals(plan.network, "none")
     local r, err = sb:exec { "printf", "%s", "ran-" .. name }
     lu.assertNotNil(r, err)
@@ -182,7 +186,7 @@ function TestPolicies:test_offline_build()
   local out = sh("HOME=" .. q(home) .. " " .. q(arg[-1]) .. " -e " .. q(child) .. " 2>&1")
   local lines = {}
   for l in (out .. "\n"):gmatch "([^\n]*)\n" do lines[#lines + 1] = l end
-  local file = SRC .. "/policies/offline-build.lua"
+  local file = SHIPPED .. "/offline-build.lua"
   -- Exactly these lines: the cache is readable; no "appended" (not writable) and no
   -- "home-canary" (the rest of HOME stays hidden); Go is pointed at its module cache.
   lu.assertEquals(lines, {
@@ -215,7 +219,7 @@ function TestPolicies:test_review()
   lu.assertFalse(exists(ws .. "/new.txt"))
 
   local p = sb:plan()
-  local file = SRC .. "/policies/review.lua"
+  local file = SHIPPED .. "/review.lua"
   local w = fs_at(p, p.roots.workspace)
   lu.assertEquals(#w, 1)
   lu.assertEquals({ w[1].kind, w[1].from }, { "read_only", line_of(file, "plan:replace(ctx.workspace") })
@@ -240,7 +244,7 @@ function TestPolicies:test_strict_ci()
   lu.assertEquals(chomp(sh("ls -A " .. q(ws))), "build.log") -- no ci/, no placeholder left
 
   local p = sb:plan()
-  local file = SRC .. "/policies/strict-ci.lua"
+  local file = SHIPPED .. "/strict-ci.lua"
   lu.assertEquals({ p.limits.timeout_ms, p.limits.output_bytes, p.limits.from },
     { 30000, 32768, line_of(file, "plan:limits") })
   local protect = line_of(file, "plan:protect_names")
