@@ -307,6 +307,27 @@ static int probe_path(const a3s_fs_rule *r, bool *is_dir, a3s_error *err)
 static int add_wsop(builder *b, const char *kind, const char *path, const a3s_scan_id *id,
                     unsigned flags, bool mask)
 {
+    int type = !id ? A3S_SETUP_T_ANY : id->dir ? A3S_SETUP_T_DIR : A3S_SETUP_T_NONDIR;
+    /* One op per path where two would collide: a policy may name one path twice (a
+     * credential of HOME is also a workspace secret when HOME is the workspace), and the
+     * second mount would meet the first one where the scanned entry was. The same kind
+     * twice is one op (optional only if both are); a mask stands for any other op on its
+     * path, since it is stricter. */
+    for (size_t i = 0; i < b->nops; i++) {
+        wsop *o = &b->ops[i];
+        if (strcmp(o->path, path) != 0)
+            continue;
+        if (!strcmp(o->kind, kind)) {
+            o->flags &= flags;
+            return 0;
+        }
+        if (o->mask)
+            return 0;
+        if (mask) {
+            *o = (wsop){kind, path, id ? id : o->id, flags, type, o->depth, o->idx, true};
+            return 0;
+        }
+    }
     if (b->nops == b->capops) {
         size_t cap = b->capops ? b->capops * 2 : 32;
         wsop *n = realloc(b->ops, cap * sizeof *n);
@@ -317,7 +338,6 @@ static int add_wsop(builder *b, const char *kind, const char *path, const a3s_sc
         b->ops = n;
         b->capops = cap;
     }
-    int type = !id ? A3S_SETUP_T_ANY : id->dir ? A3S_SETUP_T_DIR : A3S_SETUP_T_NONDIR;
     b->ops[b->nops] = (wsop){kind, path, id, flags, type, a3s_path_depth(path), b->nops, mask};
     b->nops++;
     return 0;

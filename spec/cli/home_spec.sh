@@ -67,4 +67,19 @@ for i in $(seq "$rounds"); do
 done
 check "soak: $rounds repeated runs all succeed" eq "$fails" 0
 check "soak: nothing left in the workspace" eq "$(ls -A "$w2")" ""
+
+# HOME itself as the workspace (`cd ~ && a3s-sandbox -- true`): a credential of HOME is
+# then also a workspace path the policy names twice; it stays masked and the run works.
+h2=$(tmpdir)
+echo "$canary" >"$h2/.npmrc"
+echo "$canary" >"$h2/.netrc"
+echo mine >"$h2/notes.txt"
+o=$(mktemp) e=$(mktemp)
+(cd "$h2" && HOME="$h2" "$A3S" -c 'cat notes.txt; cat .npmrc .netrc 2>/dev/null; true' >"$o" 2>"$e" </dev/null)
+RC=$?
+check "HOME as the workspace: runs ($(cat "$e"))" eq "$RC" 0
+check "HOME as the workspace: its files are there" contains "$(cat "$o")" mine
+check "HOME as the workspace: its credentials stay masked" not_contains "$(cat "$o")" "$canary"
+check "HOME as the workspace: the credentials are unchanged" eq "$(cat "$h2/.npmrc")" "$canary"
+rm -f "$o" "$e"
 finish
