@@ -7,6 +7,7 @@
 
 #include "a3s_sandbox.h"
 #include "host_backend.h"
+#include "instdir.h"
 #include "linux_backend.h"
 #include "policy_runtime.h"
 #include "sandbox.h"
@@ -17,7 +18,9 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     a3s_options none = {0};
     if (!opts)
         opts = &none;
-    a3s_sandbox *sb = a3s_sandbox_create(opts, &a3s_lua_policy_engine, err);
+    char *installed = a3s_instdir_policies();
+    a3s_sandbox *sb = a3s_sandbox_create(opts, &a3s_lua_policy_engine, installed, err);
+    free(installed);
     if (!sb)
         return NULL;
     a3s_backend_host h;

@@ -33,6 +33,9 @@ void a3s_policy_src_free(a3s_policy_src *src);
 
 typedef struct a3s_policy_engine {
     const char *name; /* "lua" */
+    /* A search-path entry the engine's own resolve and reads understand (the shipped
+     * policies built in), put after the installed directory, or NULL. */
+    const char *builtin_dir;
     /* Resolve a name (looked up in search_path, in order) or a file, and read it.
      * A3S_ERR_POLICY (-1, err) when not found or unreadable. */
     int (*resolve)(const char *policy, const char *const *search_path, a3s_policy_src *out,

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
-#include "instdir.h"
 #include "sandbox_int.h"
 #include "update.h"
 #include "util.h"
@@ -109,7 +108,7 @@ static int policy_outside_workspace(const a3s_sandbox *sb, const a3s_policy_src 
 }
 
 a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine *policy,
-                                a3s_error *err)
+                                const char *installed_policies, a3s_error *err)
 {
     a3s_options none = {0};
     if (!opts)
@@ -171,17 +170,15 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
         goto fail;
     }
 
-    /* Policy search path: explicit dirs, this installation's policies (found relative
-     * to the running program or library: instdir.h), then $A3S_SANDBOX_POLICY_PATH. */
+    /* Policy search path: explicit dirs, this installation's policies (the composition
+     * root finds them), the policy engine's built-in ones, then $A3S_SANDBOX_POLICY_PATH. */
     for (size_t i = 0; opts->policy_path && opts->policy_path[i]; i++)
         if (a3s_strv_push(&sb->search_path, opts->policy_path[i]) < 0)
             goto oom;
-    char *installed = a3s_instdir_policies();
-    if (installed && a3s_strv_push(&sb->search_path, installed) < 0) {
-        free(installed);
+    if (installed_policies && a3s_strv_push(&sb->search_path, installed_policies) < 0)
         goto oom;
-    }
-    free(installed);
+    if (policy->builtin_dir && a3s_strv_push(&sb->search_path, policy->builtin_dir) < 0)
+        goto oom;
     if (push_path_list(&sb->search_path, a3s_sandbox_getenv(sb, "A3S_SANDBOX_POLICY_PATH")) < 0)
         goto oom;
 

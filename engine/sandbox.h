@@ -8,9 +8,10 @@
 #include "policy.h"
 
 /* The sandbox without a backend: workspace opened, host roots found, policy resolved
- * (and, unless opts->defer_policy, evaluated once so a broken policy fails here). */
+ * (and, unless opts->defer_policy, evaluated once so a broken policy fails here).
+ * installed_policies: this installation's policy directory, or NULL. */
 a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine *policy,
-                                a3s_error *err);
+                                const char *installed_policies, a3s_error *err);
 /* What a backend is given of the host (borrowed from sb). */
 void a3s_sandbox_host(const a3s_sandbox *sb, a3s_backend_host *h);
 /* The host environment variable name, or NULL. */

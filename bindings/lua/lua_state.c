@@ -15,6 +15,7 @@
  *   - every policy file runs in an environment of its own over one shared, unreachable
  *     table of globals, and the shared tables (string metatable, libraries, ctx, a3s)
  *     are read-only proxies, so a derived policy cannot change what its base sees. */
+#include "builtin.h"
 #include "runtime.h"
 
 #include <errno.h>
@@ -137,6 +138,18 @@ int a3s_lua_state_read_file(const char *path, char **text, size_t *len, a3s_erro
 {
     *text = NULL;
     *len = 0;
+    /* The shipped policies built into the program (builtin.h). */
+    if (a3s_builtin_is(path)) {
+        const a3s_builtin_file *f = a3s_builtin_find(path);
+        if (!f)
+            return 1;
+        if (!(*text = malloc(f->len + 1)))
+            return a3s_fail(err, A3S_ERR_INTERNAL, "policy %s: out of memory", path);
+        memcpy(*text, f->data, f->len);
+        (*text)[f->len] = '\0';
+        *len = f->len;
+        return 0;
+    }
     /* O_NONBLOCK: opening a FIFO planted at the path must not hang the evaluation. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {

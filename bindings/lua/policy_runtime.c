@@ -14,6 +14,8 @@
  * Every failure becomes A3S_ERR_POLICY "policy <path>: <message>". */
 #include "policy_runtime.h"
 
+#include "builtin.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -274,6 +276,7 @@ a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
 
 const a3s_policy_engine a3s_lua_policy_engine = {
     .name = "lua",
+    .builtin_dir = A3S_BUILTIN_DIR,
     .resolve = a3s_policy_resolve,
     .eval = a3s_policy_eval,
 };

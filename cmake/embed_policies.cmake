@@ -1,0 +1,22 @@
+# Generates a C file holding the shipped policies (bindings/lua/builtin.c serves them):
+#   cmake -DSRC=<policies dir> -DOUT=<file.c> -P embed_policies.cmake
+# Each file becomes a byte array; the table maps its path relative to SRC to it.
+file(GLOB_RECURSE files RELATIVE "${SRC}" "${SRC}/*.lua")
+list(SORT files)
+set(body "/* Generated from the shipped policies by cmake/embed_policies.cmake. */\n")
+string(APPEND body "#include <stddef.h>\n\n#include \"builtin.h\"\n\n")
+set(table "")
+set(i 0)
+foreach(f ${files})
+  file(READ "${SRC}/${f}" hex HEX)
+  string(LENGTH "${hex}" n)
+  math(EXPR bytes "${n} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "static const unsigned char p${i}[] = {${hex}};\n")
+  string(APPEND table "    {\"${f}\", p${i}, ${bytes}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "\nconst a3s_builtin_file a3s_builtin_files[] = {\n${table}    {NULL, NULL, 0},\n};\n")
+file(WRITE "${OUT}.tmp" "${body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")
+file(REMOVE "${OUT}.tmp")
