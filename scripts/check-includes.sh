@@ -45,7 +45,7 @@ allowed_for() {
     relay/*) echo "include engine relay" ;;
     bindings/lua/*) echo "include engine bindings/lua" ;;
     bindings/cli/*) echo "include engine" ;;
-    bindings/*) echo "include engine backends/linux backends/host relay bindings/lua" ;;
+    bindings/*) echo "include engine backends/linux backends/host relay bindings bindings/lua" ;;
     *) echo "" ;;
   esac
 }
