@@ -26,8 +26,12 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     a3s_backend_host h;
     a3s_sandbox_host(sb, &h);
     a3s_backend *be = NULL;
+    /* Evaluated once (unless deferred) so that a broken policy, or one this backend could
+     * not enforce anywhere, fails here; its paths are a question for this host's runs and
+     * checks (a3s_sandbox_check), never for the digest. */
     if (a3s_linux_backend_new(&h, opts->bwrap, &be, err) < 0 ||
-        a3s_sandbox_use_backend(sb, be, NULL, err) < 0)
+        a3s_sandbox_use_backend(sb, be, NULL, err) < 0 ||
+        (!opts->defer_policy && a3s_sandbox_evaluate(sb, false, err) < 0))
         goto fail;
     if (!opts->allow_process_host)
         return sb; /* an unusable boundary refuses each run, never weakens it */
@@ -50,10 +54,11 @@ fail:
 
 int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err)
 {
-    a3s_options o = {.workspace = workspace, .policy = policy};
+    a3s_options o = {.workspace = workspace, .policy = policy, .defer_policy = true};
     a3s_sandbox *sb = a3s_sandbox_new(&o, err);
     if (!sb)
         return err ? err->code : A3S_ERR_POLICY;
+    int rc = a3s_sandbox_check(sb, false, err);
     a3s_sandbox_free(sb);
-    return A3S_OK;
+    return rc;
 }

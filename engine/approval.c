@@ -28,7 +28,10 @@ int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
         a3s_plan *p = sb->policy->eval(&sb->src, &ctx, err);
         if (!p)
             return -1;
-        int rc = a3s_plan_digest(p, sb->digest, err);
+        /* A plan no run could enforce has no digest to approve. */
+        int rc = a3s_sandbox_plan_check(sb, p, false, err);
+        if (rc == 0)
+            rc = a3s_plan_digest(p, sb->digest, err);
         /* The broadening roots the digest covers, for the check at each run. */
         a3s_strv_free(&sb->approved_broaden);
         for (size_t i = 0; rc == 0 && i < p->nfs; i++)

@@ -124,6 +124,12 @@ typedef struct a3s_backend_ops {
      * (*scratch, owned by the run). */
     int (*run_open)(a3s_backend *be, a3s_backend_run **out, const char **scratch,
                     a3s_error *err);
+    /* Refuse what this backend could not enforce of a frozen plan, before anything of a
+     * run is made, so that checking a policy and running it refuse the same things: the
+     * rules that need no host (syscall names the filter compiler knows) and, when host,
+     * also the plan's paths on this host (a non-optional path that does not exist).
+     * A3S_ERR_POLICY naming the rule and its provenance. */
+    int (*plan_check)(a3s_backend *be, const a3s_plan *p, bool host, a3s_error *err);
     /* What the workspace scan asks of this backend for this run (may be NULL). */
     const a3s_scan_hooks *(*scan_hooks)(a3s_backend_run *run);
     /* Turn the frozen plan and the scan's facts into what is launched (pins, mounts,

@@ -179,8 +179,10 @@ int a3s_plan_seccomp_allow_family(a3s_plan *p, int family, a3s_error *err);
 /* engine/plan_validate.c.
  * Strict validation (A3S_ERR_POLICY on failure, message names the rule and its
  * provenance): clean absolute paths, RW only within workspace or scratch, one kind per
- * path, valid env names, known syscalls, limits in range. On success the plan and its
- * name lists are frozen (see `frozen`); validating a frozen plan again is allowed. */
+ * path, valid env names, syscall names of the right shape (whether libseccomp knows them
+ * is the backend's plan_check: the engine has no syscall table), limits in range. On
+ * success the plan and its name lists are frozen (see `frozen`); validating a frozen plan
+ * again is allowed. */
 int a3s_plan_validate(a3s_plan *p, a3s_error *err);
 
 /* engine/plan_digest.c.

@@ -26,6 +26,7 @@ int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
     if (be->ops->run_open(be, &pp->run, &pp->scratch, err) < 0)
         return -1;
     if (!(pp->plan = a3s_sandbox_compile(sb, pp->scratch, err)) ||
+        a3s_sandbox_plan_check(sb, pp->plan, true, err) < 0 ||
         a3s_sandbox_check_broadening(sb, pp->plan, err) < 0 ||
         a3s_sandbox_policy_digest(sb, pp->digest, err) < 0)
         goto fail;

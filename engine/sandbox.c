@@ -208,25 +208,47 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
     }
     if (policy_outside_workspace(sb, &sb->src, err) < 0)
         goto fail;
-
-    /* Evaluate once now so that a broken policy fails at construction. */
-    if (!opts->defer_policy) {
-        char *scratch = NULL;
-        if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
-            goto oom;
-        a3s_plan *p = a3s_sandbox_compile(sb, scratch, err);
-        free(scratch);
-        if (!p)
-            goto fail;
-        a3s_plan_free(p);
-    }
-
+    /* Evaluated once the backend is known (a3s_sandbox_evaluate): only the backend can
+     * tell which plans it could not enforce. */
     return sb;
 oom:
     a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
 fail:
     a3s_sandbox_free(sb);
     return NULL;
+}
+
+int a3s_sandbox_plan_check(a3s_sandbox *sb, const a3s_plan *p, bool host, a3s_error *err)
+{
+    a3s_backend *be = sb->backend;
+    if (!be || !be->ops->plan_check)
+        return 0; /* without a backend nothing runs at all */
+    return be->ops->plan_check(be, p, host, err);
+}
+
+int a3s_sandbox_evaluate(a3s_sandbox *sb, bool host, a3s_error *err)
+{
+    /* The run's scratch dir does not exist yet: a name of its shape stands for it. */
+    char *scratch = NULL;
+    if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    a3s_plan *p = a3s_sandbox_compile(sb, scratch, err);
+    free(scratch);
+    if (!p)
+        return -1;
+    int rc = a3s_sandbox_plan_check(sb, p, host, err);
+    a3s_plan_free(p);
+    return rc;
+}
+
+int a3s_sandbox_check(a3s_sandbox *sb, bool neutral, a3s_error *err)
+{
+    char d[65];
+    /* The neutral evaluation is the digest's: what an approval covers is checked too. */
+    if (a3s_sandbox_base_digest(sb, d, err) < 0 ||
+        (!neutral && a3s_sandbox_evaluate(sb, true, err) < 0))
+        return err ? err->code : A3S_ERR_POLICY;
+    return A3S_OK;
 }
 
 const char *a3s_sandbox_workspace(const a3s_sandbox *sb)
@@ -305,7 +327,8 @@ int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_b
     sb->src = next_src;
     next = a3s_sandbox_compile(sb, scratch, err);
     sb->src = saved;
-    if (!next) {
+    /* A policy no run could enforce is not switched to: the runs would all be refused. */
+    if (!next || a3s_sandbox_plan_check(sb, next, false, err) < 0) {
         rc = err ? err->code : A3S_ERR_POLICY;
         goto out;
     }

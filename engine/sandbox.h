@@ -8,8 +8,8 @@
 #include "policy.h"
 
 /* The sandbox without a backend: workspace opened, host roots found, policy resolved
- * (and, unless opts->defer_policy, evaluated once so a broken policy fails here).
- * installed_policies: this installation's policy directory, or NULL. */
+ * (not evaluated: see a3s_sandbox_evaluate). installed_policies: this installation's
+ * policy directory, or NULL. */
 a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine *policy,
                                 const char *installed_policies, a3s_error *err);
 /* What a backend is given of the host (borrowed from sb). */
@@ -20,5 +20,9 @@ const char *a3s_sandbox_getenv(const a3s_sandbox *sb, const char *name);
  * fallback_reason: why the native boundary is not used (process-host), or NULL. */
 int a3s_sandbox_use_backend(a3s_sandbox *sb, a3s_backend *be, const char *fallback_reason,
                             a3s_error *err);
+/* Evaluate the policy for this host and have the backend check the plan (backend.h
+ * plan_check; host: also its paths on this host). What a3s_sandbox_new does once, unless
+ * opts->defer_policy, so that a broken policy fails there. 0, or -1 with err. */
+int a3s_sandbox_evaluate(a3s_sandbox *sb, bool host, a3s_error *err);
 
 #endif

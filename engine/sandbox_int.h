@@ -41,6 +41,9 @@ struct a3s_sandbox {
 /* Evaluate the current policy for a run whose scratch dir is `scratch`. */
 a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err);
 
+/* The backend's plan_check of p (0 without a backend). */
+int a3s_sandbox_plan_check(a3s_sandbox *sb, const a3s_plan *p, bool host, a3s_error *err);
+
 /* approval.c */
 int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err);
 int a3s_sandbox_policy_digest(a3s_sandbox *sb, char out[65], a3s_error *err);

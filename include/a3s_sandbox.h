@@ -141,7 +141,9 @@ typedef struct a3s_result {
 A3S_API const char *a3s_version(void);
 
 /* Create a sandbox: canonicalize the workspace, resolve bwrap and bash, load and evaluate
- * the policy once (so a broken policy fails here). Returns NULL and fills err on failure.
+ * the policy once (so a broken policy fails here, as does a plan that no run could
+ * enforce on any host, e.g. a seccomp rule naming a syscall libseccomp does not know;
+ * the plan's paths on this host are checked by each run and by a3s_sandbox_check). Returns NULL and fills err on failure.
  * A bubblewrap or launcher that cannot be used here does not fail it: questions about the
  * policy (digest, plan, check) need no kernel boundary, and every run is refused with the
  * reason (A3S_ERR_SETUP; a3s_sandbox_probe says it at once). With allow_process_host, the
@@ -217,7 +219,15 @@ A3S_API int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *exp
 A3S_API int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_broadening,
                                        a3s_error *err);
 
-/* Evaluate and validate a policy file without a sandbox; A3S_OK when it is valid. */
+/* Check the current policy as a run would, without running anything: evaluated against a
+ * neutral host (what the digest covers) and, unless neutral, against this host, every
+ * plan validated and checked by the backend (syscall names libseccomp knows; for this
+ * host also that every non-optional path exists). A3S_OK, or A3S_ERR_POLICY with a
+ * message naming the rule and the policy file:line (a run refuses the same plan). */
+A3S_API int a3s_sandbox_check(a3s_sandbox *sb, bool neutral, a3s_error *err);
+
+/* a3s_sandbox_check of a policy for this host (workspace: NULL for the current
+ * directory) without keeping a sandbox; A3S_OK when a run would accept it. */
 A3S_API int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err);
 
 #ifdef __cplusplus

@@ -158,11 +158,18 @@ static int hb_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     return rc;
 }
 
+/* The same refusals as linux-bwrap: a plan is not weakened because it runs here. */
+static int hb_plan_check(a3s_backend *base, const a3s_plan *p, bool host, a3s_error *err)
+{
+    return a3s_linux_plan_check(&((host_backend *)base)->h, p, host, err);
+}
+
 static const a3s_backend_ops host_ops = {
     .name = "process-host",
     .boundary = false,
     .unusable = hb_unusable,
     .program = hb_program,
+    .plan_check = hb_plan_check,
     .run_open = hb_run_open,
     .scan_hooks = hb_scan_hooks,
     .run_prepare = hb_run_prepare,

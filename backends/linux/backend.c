@@ -348,11 +348,17 @@ static void lb_probe_mediation(a3s_backend *base, a3s_granted_run_fn fn, void *u
     free(out);
 }
 
+static int lb_plan_check(a3s_backend *base, const a3s_plan *p, bool host, a3s_error *err)
+{
+    return a3s_linux_plan_check(&((a3s_linux_backend *)base)->h, p, host, err);
+}
+
 static const a3s_backend_ops linux_ops = {
     .name = "linux-bwrap",
     .boundary = true,
     .unusable = lb_unusable,
     .program = lb_program,
+    .plan_check = lb_plan_check,
     .run_open = lb_run_open,
     .scan_hooks = lb_scan_hooks,
     .run_prepare = lb_run_prepare,

@@ -278,6 +278,20 @@ static int cmp_ordered(const void *a, const void *b)
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
 
+/* A rule skipped as redundant (its view is already there) still fails when its path is
+ * missing and it is not optional: a policy's required path is required, whatever covers
+ * it (policies/README.md). Only existence: what is present is left to the covering view. */
+static int skip_rule(const a3s_fs_rule *r, a3s_error *err)
+{
+    struct stat st;
+    char pv[600];
+    if (r->optional || r->kind == A3S_FS_MASK || lstat(r->path, &st) == 0 ||
+        (errno != ENOENT && errno != ENOTDIR))
+        return 0;
+    return a3s_fail(err, A3S_ERR_SETUP, "sandbox path %s (%s) does not exist", r->path,
+                    prov_str(r, pv, sizeof pv));
+}
+
 /* lstat a rule path: 1 present (is_dir set), 0 missing, -1 error (err filled). */
 static int probe_path(const a3s_fs_rule *r, bool *is_dir, a3s_error *err)
 {
@@ -395,11 +409,11 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
     /* Inside something already hidden, a hide or mask adds nothing. */
     if ((r->kind == A3S_FS_HIDE || r->kind == A3S_FS_MASK || r->kind == A3S_FS_PROTECT) &&
         hidden_kind(cov))
-        return 0;
+        return skip_rule(r, err);
     /* Read-only over read-only is the same view: skip the redundant mount (fast path). */
     if ((r->kind == A3S_FS_RO || r->kind == A3S_FS_PROTECT) &&
         (cov == -1 || cov == A3S_FS_RO || cov == A3S_FS_PROTECT))
-        return 0;
+        return skip_rule(r, err);
     int pr = probe_path(r, &is_dir, err);
     if (pr <= 0)
         return pr;

@@ -66,6 +66,9 @@ int a3s_linux_run_exec(a3s_backend *be, a3s_backend_run *run, const a3s_run_io *
 /* Shared with the process-host backend. */
 const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name);
 int a3s_linux_check_state_root(const a3s_backend_host *h, a3s_error *err);
+/* plancheck.c: backend.h plan_check for this host (h: the workspace's fd for its paths). */
+int a3s_linux_plan_check(const a3s_backend_host *h, const a3s_plan *p, bool host,
+                         a3s_error *err);
 /* The supervisor's launch for io (deadline, budget, limits, callbacks, mirror). */
 void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *io,
                            const char *cwd, a3s_runres *res);

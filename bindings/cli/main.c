@@ -28,7 +28,7 @@ static const char usage_text[] =
     "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain]\n"
     "       a3s-sandbox digest       [--policy P] [-w DIR] [--grant H[:P]]...\n"
     "       a3s-sandbox capabilities [--policy P] [-w DIR]\n"
-    "       a3s-sandbox check POLICY [-w DIR]\n"
+    "       a3s-sandbox check POLICY [-w DIR] [--neutral]\n"
     "       a3s-sandbox --version | --help\n"
     "\n"
     "Run options:\n"
@@ -76,6 +76,7 @@ enum {
     OPT_EXPLAIN,
     OPT_ALLOW_PROCESS_HOST,
     OPT_ALLOW_HOST_ROOT,
+    OPT_NEUTRAL,
 };
 static const char short_opts[] = "+:p:w:t:e:c:";
 static const struct option long_opts[] = {
@@ -90,6 +91,7 @@ static const struct option long_opts[] = {
     {"explain", no_argument, NULL, OPT_EXPLAIN},
     {"allow-process-host", no_argument, NULL, OPT_ALLOW_PROCESS_HOST},
     {"allow-host-root", no_argument, NULL, OPT_ALLOW_HOST_ROOT},
+    {"neutral", no_argument, NULL, OPT_NEUTRAL},
     {NULL, 0, NULL, 0},
 };
 
@@ -104,6 +106,8 @@ static bool accepts(const char *cmd, int opt)
         return !strcmp(cmd, "run");
     case OPT_EXPLAIN:
         return !strcmp(cmd, "plan");
+    case OPT_NEUTRAL:
+        return !strcmp(cmd, "check");
     default:
         return true;
     }
@@ -306,7 +310,7 @@ typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
     double timeout_s;
-    bool has_timeout, json, allow_process_host, allow_host_root, explain;
+    bool has_timeout, json, allow_process_host, allow_host_root, explain, neutral;
     const char **env;
     size_t nenv;
     char **argv;
@@ -421,6 +425,9 @@ static void parse(cli *c, int argc, char **argv)
         case OPT_ALLOW_HOST_ROOT:
             c->allow_host_root = true;
             break;
+        case OPT_NEUTRAL:
+            c->neutral = true;
+            break;
         default: /* not in short_opts/long_opts: unreachable */
             die_usage("unknown option '%s'", t.arg);
         }
@@ -510,7 +517,8 @@ int main(int argc, char **argv)
     a3s_options o = {
         .workspace = c.workspace,
         .policy = !strcmp(c.cmd, "check") ? c.check_policy : c.policy,
-        .defer_policy = !strcmp(c.cmd, "run"), /* the run evaluates it once, fail-closed */
+        /* the run evaluates it once, fail-closed; check evaluates what it is asked to */
+        .defer_policy = !strcmp(c.cmd, "run") || !strcmp(c.cmd, "check"),
         .audit_path = c.audit,
         .allow_process_host = c.allow_process_host ||
                               truthy(getenv("A3S_SANDBOX_ALLOW_PROCESS_HOST")) ||
@@ -519,10 +527,8 @@ int main(int argc, char **argv)
     };
     a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
     if (!sb) {
-        if (!strcmp(c.cmd, "check")) {
-            fprintf(stderr, "a3s-sandbox: check: %s\n", err.msg);
-            return 1;
-        }
+        if (!strcmp(c.cmd, "check"))
+            return fail("check", &err);
         return fail("cannot create the sandbox", &err);
     }
     /* The grants as one set, checked against --grant-digest as a whole: the approval
@@ -565,10 +571,11 @@ int main(int argc, char **argv)
             printf("%s\n", s);
         free(s);
     } else if (!strcmp(c.cmd, "check")) {
+        /* What a run would refuse, refused the same way: 125 and the reason. */
         char d[65];
-        if (a3s_sandbox_digest(sb, d, &err) != A3S_OK) {
-            fprintf(stderr, "a3s-sandbox: check: %s\n", err.msg);
-            rc = 1;
+        if (a3s_sandbox_check(sb, c.neutral, &err) != A3S_OK ||
+            a3s_sandbox_digest(sb, d, &err) != A3S_OK) {
+            rc = fail("check", &err);
         } else {
             printf("ok: policy %s is valid (digest %s)\n", a3s_sandbox_policy_name(sb), d);
         }

@@ -104,14 +104,14 @@ check "check baseline.lua: ok" contains "$OUT" "ok"
 pol=$(tmpdir)
 printf 'return {\n  this is not lua\n' >"$pol/broken-syntax.lua"
 run_cli check "$pol/broken-syntax.lua"
-check "check broken policy: exit 1" eq "$RC" 1
+check "check broken policy: exit 125" eq "$RC" 125
 check "check broken policy: names the file" contains "$ERR" "broken-syntax.lua"
 printf 'error("policy blew up on purpose")\n' >"$pol/broken-runtime.lua"
 run_cli check "$pol/broken-runtime.lua"
-check "check failing policy: exit 1" eq "$RC" 1
+check "check failing policy: exit 125" eq "$RC" 125
 check "check failing policy: names the file" contains "$ERR" "broken-runtime.lua"
 run_cli check "$pol/missing-policy.lua"
-check "check missing policy: exit 1" eq "$RC" 1
+check "check missing policy: exit 125" eq "$RC" 125
 check "check missing policy: names the file" contains "$ERR" "missing-policy.lua"
 run_cli -p "$pol/broken-runtime.lua" -w "$ws" -c 'touch ran-broken-policy'
 check "run with a failing policy: 125" eq "$RC" 125
