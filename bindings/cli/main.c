@@ -6,6 +6,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,132 @@ static int fail(const char *what, const a3s_error *err)
     return EXIT_REFUSED;
 }
 
+/* -v: what was resolved, on stderr only (stdout is the command's output or the JSON).
+ * Names, paths, digests and numbers: never a value of the environment or of -e. */
+static bool verbose;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    if (!verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("a3s-sandbox: verbose: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* A refusal, and with -v the stage it came from: the step of the CLI, and for a run the
+ * library's error class, which says which part of the run refused. */
+static int fail_at(const char *stage, const char *what, const a3s_error *err)
+{
+    int rc = fail(what, err);
+    if (!strcmp(stage, "run"))
+        stage = err->code == A3S_ERR_INVALID  ? "run: checking the request"
+                : err->code == A3S_ERR_POLICY ? "run: evaluating and validating the policy"
+                : err->code == A3S_ERR_SETUP  ? "run: setting up the sandbox"
+                                              : "run";
+    say("refused at stage '%s' (error class %s)", stage, a3s_json_status_name(err->code));
+    return rc;
+}
+
+/* Seconds as the operator writes them: "120", "0.3", "1.25". */
+static const char *secs(int64_t ms, char buf[32])
+{
+    if (ms % 1000 == 0) {
+        snprintf(buf, 32, "%lld", (long long)(ms / 1000));
+    } else {
+        snprintf(buf, 32, "%.3f", (double)ms / 1000.0);
+        char *e = buf + strlen(buf);
+        while (e[-1] == '0')
+            *--e = '\0';
+    }
+    return buf;
+}
+
+/* -v: the policy, its file and digest, the backend (and why the fallback), the
+ * workspace. A failing digest is said and left to the step that refuses. */
+static void describe(a3s_sandbox *sb, const cli *c)
+{
+    if (!verbose)
+        return;
+    say("policy %s (%s)", a3s_sandbox_policy_name(sb), a3s_sandbox_policy_file(sb));
+    char d[65];
+    a3s_error e = {0};
+    if (a3s_sandbox_digest(sb, d, &e) != A3S_OK)
+        say("digest unavailable: %s", e.msg);
+    else if (c->ngrants)
+        say("approval digest %s (the policy with its %zu grant(s))", d, c->ngrants);
+    else
+        say("policy digest %s", d);
+    const char *why = a3s_sandbox_fallback_reason(sb);
+    say("backend %s%s%s%s", a3s_sandbox_backend(sb), why ? " (fallback, because: " : "",
+        why ? why : "", why ? ")" : "");
+    say("workspace %s", a3s_sandbox_workspace(sb));
+}
+
+/* The deadline a run gets is the smaller of -t and the policy's ceiling: -v says which,
+ * and a -t above the ceiling gets a note whether or not -v is given (it is capped). */
+static void timeout_note(a3s_sandbox *sb, const cli *c, int64_t req_ms)
+{
+    if (!c->has_timeout && !verbose)
+        return;
+    int64_t ceiling;
+    a3s_error e = {0};
+    char b1[32], b2[32];
+    if (a3s_sandbox_timeout_ceiling(sb, &ceiling, &e) != A3S_OK) {
+        say("timeout unknown: the policy did not evaluate"); /* the run refuses, saying why */
+        return;
+    }
+    if (c->has_timeout && req_ms > ceiling) {
+        fprintf(stderr,
+                "a3s-sandbox: note: the requested timeout of %s s is capped at %s s, the "
+                "deadline ceiling of policy %s\n",
+                secs(req_ms, b1), secs(ceiling, b2), a3s_sandbox_policy_name(sb));
+        say("timeout %s s (the policy's ceiling; -t asked for %s s)", secs(ceiling, b2),
+            secs(req_ms, b1));
+    } else if (c->has_timeout) {
+        say("timeout %s s (-t; the policy's ceiling is %s s)", secs(req_ms, b1),
+            secs(ceiling, b2));
+    } else {
+        say("timeout %s s (the policy's ceiling; no -t)", secs(ceiling, b2));
+    }
+}
+
+/* The deadline that killed the run: the limit of the result's deadline denial, which is
+ * -t's when it equals what -t asked for, else the policy's ceiling. */
+static void timed_out_message(a3s_sandbox *sb, const a3s_result *r, const cli *c,
+                              int64_t req_ms)
+{
+    int64_t limit = -1;
+    json_t *a = r->denials_json ? json_loads(r->denials_json, 0, NULL) : NULL;
+    size_t i;
+    json_t *d;
+    json_array_foreach(a, i, d)
+    {
+        const char *kind = json_string_value(json_object_get(d, "kind"));
+        if (kind && !strcmp(kind, "deadline"))
+            limit = json_integer_value(json_object_get(d, "limit_ms"));
+    }
+    json_decref(a);
+    char b1[32], b2[32];
+    if (limit < 0)
+        fprintf(stderr, "a3s-sandbox: command timed out after %s s; the process tree was "
+                        "killed\n",
+                secs((int64_t)r->duration_ms, b1));
+    else if (c->has_timeout && limit == req_ms)
+        fprintf(stderr, "a3s-sandbox: command timed out after %s s: the -t deadline of %s s "
+                        "was reached; the process tree was killed\n",
+                secs((int64_t)r->duration_ms, b1), secs(limit, b2));
+    else
+        fprintf(stderr, "a3s-sandbox: command timed out after %s s: the deadline ceiling of "
+                        "policy %s (%s s) was reached; the process tree was killed\n",
+                secs((int64_t)r->duration_ms, b1), r->policy[0] ? r->policy :
+                a3s_sandbox_policy_name(sb), secs(limit, b2));
+}
+
 /* Signals that end the CLI end the sandboxed tree first (through the library's cancel
  * fd), so pins and the scratch dir are released instead of leaked. */
 static int sig_pipe[2] = {-1, -1};
@@ -121,6 +248,7 @@ int main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     json_errors = cli_argv_wants_json(argc, argv);
     cli_parse(&c, argc, argv);
+    verbose = c.verbose;
     /* A vanished reader of our stdout must not kill the supervisor mid-run. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -148,7 +276,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "a3s-sandbox: check: %s\n", err.msg);
             return 1;
         }
-        return fail("cannot create the sandbox", &err);
+        return fail_at("opening the workspace and finding the policy",
+                       "cannot create the sandbox", &err);
     }
     /* The grants as one set, checked against --grant-digest as a whole: the approval
      * covers the policy and exactly these grants (what `digest --grant ...` prints), so
@@ -157,6 +286,8 @@ int main(int argc, char **argv)
         a3s_sandbox_grant_set(sb, c.grants, c.ngrants, c.grant_digest, NULL, &err) != A3S_OK) {
         fprintf(stderr, "a3s-sandbox: --grant: %s\n", err.msg);
         json_error(a3s_json_status_name(err.code), "--grant: %s", err.msg);
+        say("refused at stage 'approving the grants' (error class %s)",
+            a3s_json_status_name(err.code));
         a3s_sandbox_free(sb);
         free(c.env);
         free(c.grants);
@@ -167,17 +298,18 @@ int main(int argc, char **argv)
                 "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "
                 "host (process-host backend) because the native boundary is unusable: %s\n",
                 a3s_sandbox_fallback_reason(sb));
+    describe(sb, &c);
 
     int rc = 0;
     if (!strcmp(c.cmd, "probe")) {
         if (a3s_sandbox_probe(sb, &err) != A3S_OK)
-            rc = fail("probe", &err);
+            rc = fail_at("probe", "probe", &err);
         else
             printf("ok backend=%s\n", a3s_sandbox_backend(sb));
     } else if (!strcmp(c.cmd, "digest")) {
         char d[65];
         if (a3s_sandbox_digest(sb, d, &err) != A3S_OK)
-            rc = fail("digest", &err);
+            rc = fail_at("digest", "digest", &err);
         else
             printf("%s\n", d);
     } else if (!strcmp(c.cmd, "plan") || !strcmp(c.cmd, "capabilities")) {
@@ -185,7 +317,7 @@ int main(int argc, char **argv)
                                                       : a3s_sandbox_plan_json(sb, &err))
                                          : a3s_sandbox_capabilities_json(sb, &err);
         if (!s)
-            rc = fail(c.cmd, &err);
+            rc = fail_at(c.cmd, c.cmd, &err);
         else
             printf("%s\n", s);
         free(s);
@@ -203,6 +335,7 @@ int main(int argc, char **argv)
         req.shell_command = c.shell_command;
         req.timeout_ms = c.has_timeout ? (int64_t)ceil(c.timeout_s * 1000.0) : -1;
         req.env = c.env;
+        timeout_note(sb, &c, req.timeout_ms);
         /* Forward our stdin when we have one; a closed fd 0 becomes /dev/null. */
         req.stdin_fd = closed_std[0] ? -1 : 0;
         /* The library prints the output live, never blocking past the deadline; when our
@@ -224,7 +357,7 @@ int main(int argc, char **argv)
                            strsignal(got_signal));
                 rc = 128 + got_signal;
             } else {
-                rc = fail("run", &err);
+                rc = fail_at("run", "run", &err);
             }
         } else {
             if (r.identity && !strcmp(r.identity, "host-root") &&
@@ -248,7 +381,7 @@ int main(int argc, char **argv)
                     json_error("internal", "run: cannot encode the result: out of memory");
                 }
             } else if (r.timed_out && !closed) {
-                fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");
+                timed_out_message(sb, &r, &c, req.timeout_ms);
             }
             rc = closed ? EXIT_OUTPUT_CLOSED : exit_status(&r);
             if (got_signal) /* it came while the rest of the output was being written */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "a3s_sandbox.h"
 #include "cli.h"
@@ -15,10 +16,10 @@
 static const char usage_text[] =
     "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
     "       a3s-sandbox [run] [OPTIONS] -c 'SHELL COMMAND'\n"
-    "       a3s-sandbox probe        [--policy P] [-w DIR]\n"
-    "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain]\n"
-    "       a3s-sandbox digest       [--policy P] [-w DIR] [--grant H[:P]]...\n"
-    "       a3s-sandbox capabilities [--policy P] [-w DIR]\n"
+    "       a3s-sandbox probe        [--policy P] [-w DIR] [-v]\n"
+    "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain] [-v]\n"
+    "       a3s-sandbox digest       [--policy P] [-w DIR] [--grant H[:P]]... [-v]\n"
+    "       a3s-sandbox capabilities [--policy P] [-w DIR] [-v]\n"
     "       a3s-sandbox check POLICY [-w DIR]\n"
     "       a3s-sandbox --version | --help\n"
     "\n"
@@ -38,22 +39,69 @@ static const char usage_text[] =
     "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
     "      --allow-host-root    (root callers) run the command as host uid 0 where it cannot\n"
     "                           run under the unprivileged mapped id\n"
+    "  -v, --verbose            say on stderr what was resolved (policy and its file, digest,\n"
+    "                           backend, workspace, timeout) and, on a refusal, at which stage\n"
+    "      --explain            (plan) the plan as readable text instead of JSON\n"
     "\n"
-    "Values go in the next word or attached: -pNAME, --policy=NAME. Long options are\n"
-    "spelled in full. Every word after -- is PROGRAM's, as given.\n"
+    "Values go in the next word or attached: -pNAME, --policy=NAME; a value is never\n"
+    "'--'. Long options are spelled in full. Every word after -- is PROGRAM's, as given.\n"
     "\n"
     "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
     "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
     "141 the reader of our output went away (the process tree was killed);\n"
-    "126/127 the program is not executable / not found inside the sandbox.\n";
+    "126/127 the program is not executable / not found inside the sandbox.\n"
+    "\n"
+    "Environment:\n"
+    "  A3S_SANDBOX_BWRAP        bubblewrap (default /usr/bin/bwrap)\n"
+    "  A3S_SANDBOX_LAUNCHER     the launcher that runs first inside the sandbox\n"
+    "  A3S_SANDBOX_RELAY        the network relay inside the sandbox (runs with --grant)\n"
+    "  A3S_SANDBOX_MEDIATOR     the network mediator on the host (runs with --grant); these\n"
+    "                           three default to the installed ones, else the build tree's\n"
+    "                           (none of these programs may lie inside the workspace)\n"
+    "  A3S_SANDBOX_POLICY_PATH  more policy directories, ':'-separated, searched last\n"
+    "  A3S_SANDBOX_MAPPED_ID    (root callers) the unprivileged host id the command runs as\n"
+    "                           (default 2139095040; it must belong to no one)\n"
+    "  A3S_SANDBOX_CGROUP_ROOT  the cgroup filesystem's mount point for quotas\n"
+    "                           (default /sys/fs/cgroup)\n"
+    "  A3S_SANDBOX_ALLOW_PROCESS_HOST, A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX\n"
+    "                           1|true|yes|on: as --allow-process-host\n"
+    "  A3S_SANDBOX_ALLOW_HOST_ROOT  1|true|yes|on: as --allow-host-root\n"
+    "  TMPDIR                   where scratch dirs and the state dir are made (default\n"
+    "                           /tmp); hidden inside the sandbox\n"
+    "  HOME                     the caller's home, hidden inside the sandbox (default: the\n"
+    "                           passwd entry's)\n";
+
+/* The policy search path in the engine's order (engine/sandbox.c: directories the caller
+ * gives, none from the CLI; the installed policies; this build's source tree; then
+ * $A3S_SANDBOX_POLICY_PATH), only the directories that exist, as the engine keeps them.
+ * One directory a line, so that the bash completion can read it. */
+static void print_search_path(void)
+{
+    printf("\nPolicy search path, in order (-p NAME reads NAME.lua from the first directory\n"
+           "that has it; a value with a '/' or ending in .lua is a file; directories inside\n"
+           "the workspace are not searched):\n");
+    struct stat st;
+    if (stat(A3S_POLICY_INSTALL_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+        printf("  %s  (installed)\n", A3S_POLICY_INSTALL_DIR);
+    if (stat(A3S_SOURCE_POLICY_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+        printf("  %s  (this build's source tree)\n", A3S_SOURCE_POLICY_DIR);
+    const char *env = getenv("A3S_SANDBOX_POLICY_PATH");
+    for (const char *d = env; d && *d;) {
+        size_t n = strcspn(d, ":");
+        if (d[0] == '/') /* relative entries are ignored, as the engine does */
+            printf("  %.*s  (A3S_SANDBOX_POLICY_PATH)\n", (int)n, d);
+        d += n + (d[n] == ':');
+    }
+}
 
 bool json_errors;
 
 /* Every option of every subcommand, read with getopt_long; which of them a subcommand
  * accepts is decided after reading one (accepts()), so an option's value is consumed the
  * same way whatever the subcommand: the value of an option is never an option (`-c --json`
- * runs the command "--json"). All short options take a value (attached or the next word),
- * so short options never group. "+": stop at the first operand, never permute argv (what
+ * runs the command "--json"). All short options but -v take a value (attached or the next
+ * word), and -v is taken only as a word of its own (next_token), so short options never
+ * group. "+": stop at the first operand, never permute argv (what
  * follows `--` is the command's, untouched). ":": a missing value is reported as such. */
 enum {
     OPT_GRANT = 256,
@@ -64,7 +112,7 @@ enum {
     OPT_ALLOW_PROCESS_HOST,
     OPT_ALLOW_HOST_ROOT,
 };
-static const char short_opts[] = "+:p:w:t:e:c:";
+static const char short_opts[] = "+:p:w:t:e:c:v";
 static const struct option long_opts[] = {
     {"policy", required_argument, NULL, 'p'},
     {"workspace", required_argument, NULL, 'w'},
@@ -77,6 +125,7 @@ static const struct option long_opts[] = {
     {"explain", no_argument, NULL, OPT_EXPLAIN},
     {"allow-process-host", no_argument, NULL, OPT_ALLOW_PROCESS_HOST},
     {"allow-host-root", no_argument, NULL, OPT_ALLOW_HOST_ROOT},
+    {"verbose", no_argument, NULL, 'v'},
     {NULL, 0, NULL, 0},
 };
 
@@ -91,6 +140,8 @@ static bool accepts(const char *cmd, int opt)
         return !strcmp(cmd, "run");
     case OPT_EXPLAIN:
         return !strcmp(cmd, "plan");
+    case 'v':
+        return strcmp(cmd, "check") != 0;
     default:
         return true;
     }
@@ -151,6 +202,14 @@ static tok next_token(int argc, char **argv, int *next)
             return t;
         }
     }
+    /* -v takes no value: "-vX" would be -v then -X to getopt, which the words below do not
+     * do (grouping); it is refused as a value given to -v. */
+    if (!strncmp(t.arg, "-v", 2) && t.arg[2]) {
+        t.kind = TOK_EXTRA_VALUE;
+        t.opt = 'v';
+        *next = k + 1;
+        return t;
+    }
     /* argv + k - 1 stands in for argv[0]: getopt_long starts at its index 1. */
     opterr = 0;
     optind = 0; /* a full reset: no state from an earlier word or an earlier scan */
@@ -172,6 +231,13 @@ static tok next_token(int argc, char **argv, int *next)
     }
     *next = k + used;
     return t;
+}
+
+/* A value of exactly "--" is a mistake, never a value: `--policy -- true` would otherwise
+ * take "--" as the policy and "true" as an operand. */
+static bool dashdash_value(const tok *t)
+{
+    return t->kind == TOK_OPTION && t->value && !strcmp(t->value, "--");
 }
 
 /* How an option was named in arg: "--name" (without =VALUE) or "-x". */
@@ -198,7 +264,8 @@ bool cli_argv_wants_json(int argc, char **argv)
         i++;
     for (;;) {
         tok t = next_token(argc, argv, &i);
-        if (t.kind == TOK_END || t.kind == TOK_DASHDASH)
+        /* parse() refuses a value of "--": what follows may be the program's words */
+        if (t.kind == TOK_END || t.kind == TOK_DASHDASH || dashdash_value(&t))
             return false;
         if (t.kind == TOK_OPTION && t.opt == OPT_JSON)
             return true;
@@ -248,6 +315,7 @@ void cli_parse(cli *c, int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
             fputs(usage_text, stdout);
+            print_search_path();
             exit(0);
         }
         if (!strcmp(a, "--version")) {
@@ -298,6 +366,10 @@ void cli_parse(cli *c, int argc, char **argv)
             die_usage("option %s needs a value", opt_name(t.arg, name, sizeof name));
         if (t.kind == TOK_EXTRA_VALUE)
             die_usage("option %s takes no value", opt_name(t.arg, name, sizeof name));
+        if (dashdash_value(&t))
+            die_usage("option %s needs a value, not '--' (which ends the options): give its "
+                      "value first, e.g. --policy NAME -- PROGRAM",
+                      opt_name(t.arg, name, sizeof name));
         const char *v = t.value;
         switch (t.opt) {
         case 'p':
@@ -345,6 +417,9 @@ void cli_parse(cli *c, int argc, char **argv)
             break;
         case OPT_ALLOW_HOST_ROOT:
             c->allow_host_root = true;
+            break;
+        case 'v':
+            c->verbose = true;
             break;
         default: /* not in short_opts/long_opts: unreachable */
             die_usage("unknown option '%s'", t.arg);
