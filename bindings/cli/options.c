@@ -23,7 +23,7 @@ static const char usage_text[] =
     "       a3s-sandbox check POLICY [-w DIR]\n"
     "       a3s-sandbox --version | --help\n"
     "\n"
-    "Run options:\n"
+    "Options (run takes all but --explain; the other subcommands, those shown above):\n"
     "  -p, --policy NAME|FILE   policy (default: baseline)\n"
     "  -w, --workspace DIR      writable workspace (default: current directory)\n"
     "  -t, --timeout SECONDS    deadline (decimal; capped by the policy ceiling)\n"

@@ -16,7 +16,8 @@ libdir=$(cd "$prefix" && ls -d lib* | head -1)
 for f in bin/a3s-sandbox include/a3s_sandbox.h "$libdir"/liba3s_sandbox.so \
          share/a3s-sandbox/policies/baseline.lua share/a3s-sandbox/policies/lib/env.lua \
          libexec/a3s-sandbox/a3s-sandbox-launch libexec/a3s-sandbox/a3s-sandbox-relay \
-         libexec/a3s-sandbox/a3s-sandbox-mediator; do
+         libexec/a3s-sandbox/a3s-sandbox-mediator share/man/man1/a3s-sandbox.1 \
+         share/man/man5/a3s-sandbox-policy.5 share/bash-completion/completions/a3s-sandbox; do
   check "installed $f" test -e "$prefix/$f"
 done
 pc=$(find "$prefix" -name a3s-sandbox.pc | head -1)
