@@ -8,9 +8,14 @@
 # refuses in-workspace copies, fail closed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/setup.sh"
-"$here/scripts/build.sh"
 build=${A3S_BUILD_DIR:-$here/build}
+# Progress on stderr (stdout is the command's), and only when there is something slow to
+# wait for: setup.sh says when it installs packages; a first build says so here.
+"$here/scripts/setup.sh"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  echo "run.sh: first run: configuring and building in $build (usually about a minute)..." >&2
+fi
+"$here/scripts/build.sh"
 stage=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/a3s-sandbox/bin
 mkdir -p "$stage"
 install -m 0755 "$build/a3s-sandbox-launch" "$build/a3s-sandbox-relay" \

@@ -18,7 +18,7 @@ for p in "${PKGS[@]}"; do
 done
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "setup: installing missing packages: ${missing[*]}" >&2
+  echo "setup: installing missing Debian packages (usually 1 to 3 minutes): ${missing[*]}" >&2
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
