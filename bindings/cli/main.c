@@ -155,8 +155,7 @@ static void timeout_note(a3s_sandbox *sb, const cli *c, int64_t req_ms)
         say("timeout %s s (the policy's ceiling; -t asked for %s s)", secs(ceiling, b2),
             secs(req_ms, b1));
     } else if (c->has_timeout) {
-        say("timeout %s s (-t; the policy's ceiling is %s s)", secs(req_ms, b1),
-            secs(ceiling, b2));
+        say("timeout %s s (-t; the policy's ceiling is %s s)", secs(req_ms, b1), secs(ceiling, b2));
     } else {
         say("timeout %s s (the policy's ceiling; no -t)", secs(ceiling, b2));
     }
@@ -164,8 +163,7 @@ static void timeout_note(a3s_sandbox *sb, const cli *c, int64_t req_ms)
 
 /* The deadline that killed the run: the limit of the result's deadline denial, which is
  * -t's when it equals what -t asked for, else the policy's ceiling. */
-static void timed_out_message(a3s_sandbox *sb, const a3s_result *r, const cli *c,
-                              int64_t req_ms)
+static void timed_out_message(a3s_sandbox *sb, const a3s_result *r, const cli *c, int64_t req_ms)
 {
     int64_t limit = -1;
     json_t *a = r->denials_json ? json_loads(r->denials_json, 0, NULL) : NULL;
@@ -180,18 +178,21 @@ static void timed_out_message(a3s_sandbox *sb, const a3s_result *r, const cli *c
     json_decref(a);
     char b1[32], b2[32];
     if (limit < 0)
-        fprintf(stderr, "a3s-sandbox: command timed out after %s s; the process tree was "
-                        "killed\n",
+        fprintf(stderr,
+                "a3s-sandbox: command timed out after %s s; the process tree was "
+                "killed\n",
                 secs((int64_t)r->duration_ms, b1));
     else if (c->has_timeout && limit == req_ms)
-        fprintf(stderr, "a3s-sandbox: command timed out after %s s: the -t deadline of %s s "
-                        "was reached; the process tree was killed\n",
+        fprintf(stderr,
+                "a3s-sandbox: command timed out after %s s: the -t deadline of %s s "
+                "was reached; the process tree was killed\n",
                 secs((int64_t)r->duration_ms, b1), secs(limit, b2));
     else
-        fprintf(stderr, "a3s-sandbox: command timed out after %s s: the deadline ceiling of "
-                        "policy %s (%s s) was reached; the process tree was killed\n",
-                secs((int64_t)r->duration_ms, b1), r->policy[0] ? r->policy :
-                a3s_sandbox_policy_name(sb), secs(limit, b2));
+        fprintf(stderr,
+                "a3s-sandbox: command timed out after %s s: the deadline ceiling of "
+                "policy %s (%s s) was reached; the process tree was killed\n",
+                secs((int64_t)r->duration_ms, b1),
+                r->policy[0] ? r->policy : a3s_sandbox_policy_name(sb), secs(limit, b2));
 }
 
 /* Signals that end the CLI end the sandboxed tree first (through the library's cancel
@@ -276,8 +277,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "a3s-sandbox: check: %s\n", err.msg);
             return 1;
         }
-        return fail_at("opening the workspace and finding the policy",
-                       "cannot create the sandbox", &err);
+        return fail_at("opening the workspace and finding the policy", "cannot create the sandbox",
+                       &err);
     }
     /* The grants as one set, checked against --grant-digest as a whole: the approval
      * covers the policy and exactly these grants (what `digest --grant ...` prints), so
