@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy_runtime.h"
 #include "util.h"
 
 /* The path of the image that holds this code, and which kind of image it is. */
@@ -91,4 +92,9 @@ char *a3s_instdir_policies(void)
         found = candidate(dir, rel, st.st_uid);
     free(img);
     return found;
+}
+
+const char *a3s_instdir_builtin(void)
+{
+    return a3s_lua_policy_engine.builtin_dir;
 }

@@ -12,4 +12,8 @@
  * build tree below a directory others can write would otherwise read their files. */
 char *a3s_instdir_policies(void);
 
+/* The search-path entry of the shipped policies built into the program (the policy
+ * engine's, after the installed directory). */
+const char *a3s_instdir_builtin(void);
+
 #endif

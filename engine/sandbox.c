@@ -261,6 +261,27 @@ const char *a3s_sandbox_policy_name(const a3s_sandbox *sb)
     return sb->src.name;
 }
 
+const char *a3s_sandbox_policy_file(const a3s_sandbox *sb)
+{
+    return sb->src.path;
+}
+
+int a3s_sandbox_timeout_ceiling(a3s_sandbox *sb, int64_t *ms, a3s_error *err)
+{
+    /* The scratch dir a run would get does not exist yet: a name of its shape stands in
+     * (as at construction), so a policy that builds rules from ctx.scratch evaluates. */
+    char *scratch = NULL;
+    if (asprintf(&scratch, "%s/a3s-sandbox-XXXXXX", sb->tmp) < 0)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory"), A3S_ERR_INTERNAL;
+    a3s_plan *p = a3s_sandbox_compile(sb, scratch, err);
+    free(scratch);
+    if (!p)
+        return err ? err->code : A3S_ERR_POLICY;
+    *ms = p->limits.timeout_ms;
+    a3s_plan_free(p);
+    return A3S_OK;
+}
+
 const char *a3s_sandbox_backend(const a3s_sandbox *sb)
 {
     return sb->backend ? sb->backend->ops->name : "none";

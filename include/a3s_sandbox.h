@@ -153,6 +153,12 @@ A3S_API void a3s_sandbox_free(a3s_sandbox *sb);
 
 A3S_API const char *a3s_sandbox_workspace(const a3s_sandbox *sb);
 A3S_API const char *a3s_sandbox_policy_name(const a3s_sandbox *sb);
+/* The file the policy is read from, as resolved on the policy search path. */
+A3S_API const char *a3s_sandbox_policy_file(const a3s_sandbox *sb);
+/* The current policy's deadline ceiling (limits.timeout_ms), which caps a request's
+ * timeout_ms: from one evaluation of the policy against this host, as a run evaluates it
+ * (no workspace scan; nothing is created). An error when the policy fails. */
+A3S_API int a3s_sandbox_timeout_ceiling(a3s_sandbox *sb, int64_t *ms, a3s_error *err);
 /* "linux-bwrap", or "process-host" when the opt-in fallback is in force. */
 A3S_API const char *a3s_sandbox_backend(const a3s_sandbox *sb);
 /* Non-NULL when the opt-in fallback is in force: why the native boundary is unusable. */

@@ -2,19 +2,18 @@
 # Quick start: install what is missing, build, and run the CLI with the given arguments,
 # e.g. scripts/run.sh -- echo inside sandbox
 #
-# The helper programs (launcher, relay, mediator) are embedded in the CLI. The policies
-# are not: the build's copy (build/share/a3s-sandbox/policies) lies in the default
-# workspace when this runs from the source tree, and a policy directory inside the
-# workspace is never searched (the command could rewrite what the next run enforces).
+# Nothing is staged: the helper programs (launcher, relay, mediator) and the shipped
+# policies are built into the CLI, so it runs from any directory, this source tree
+# included, and no file the command could rewrite is what a later run executes or
+# enforces.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/setup.sh"
-"$here/scripts/build.sh"
 build=${A3S_BUILD_DIR:-$here/build}
-stage=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/a3s-sandbox
-mkdir -p "$stage"
-# A fresh copy of the policies each time, outside the source tree.
-rm -rf "$stage/policies"
-cp -R "$here/policies" "$stage/policies"
-export A3S_SANDBOX_POLICY_PATH=${A3S_SANDBOX_POLICY_PATH:+$A3S_SANDBOX_POLICY_PATH:}$stage/policies
+# Progress on stderr (stdout is the command's), and only when there is something slow to
+# wait for: setup.sh says when it installs packages; a first build says so here.
+"$here/scripts/setup.sh"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  echo "run.sh: first run: configuring and building in $build (usually about a minute)..." >&2
+fi
+"$here/scripts/build.sh"
 exec "$build/a3s-sandbox" "$@"

@@ -4,10 +4,11 @@ set -euo pipefail
 
 # clang and its runtime libraries (libFuzzer) build the parser fuzzer (scripts/test.sh);
 # strace kills the CLI at chosen syscalls in the fault-injection spec and shows that every
-# child of the CLI execs (mediator_process spec); procps' pgrep finds the mediator.
+# child of the CLI execs (mediator_process spec); procps' pgrep finds the mediator;
+# man-db and groff-base render the man pages (manpage spec).
 PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
       lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl clang
-      libclang-rt-dev strace procps)
+      libclang-rt-dev strace procps man-db groff-base)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -17,7 +18,7 @@ for p in "${PKGS[@]}"; do
 done
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "setup: installing missing packages: ${missing[*]}" >&2
+  echo "setup: installing missing Debian packages (usually 1 to 3 minutes): ${missing[*]}" >&2
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

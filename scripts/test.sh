@@ -2,9 +2,13 @@
 # The whole suite: install what is missing, build (normal and ASan+UBSan), prepare the
 # unprivileged test user, run the sanitizer build's unit tests, fuzz the mediator's
 # parsers for a bounded time (A3S_FUZZ_SECONDS, default 60; 0 skips), then every test
-# with ctest (its summary line is the last thing printed).
+# with ctest (its summary line is the last thing printed). Each step says what it does
+# and how long it usually takes (2 vCPUs; a first run builds three trees: ~15 minutes).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+# "first time" when the build tree has not been configured yet.
+first() { [ -f "$1/CMakeCache.txt" ] && echo "$2" || echo "$3"; }
+echo "== checking the Debian packages (scripts/setup.sh installs what is missing)"
 "$here/scripts/setup.sh"
 
 # The sandbox specs also run as this unprivileged user (spec/cli/run.sh).
@@ -13,8 +17,10 @@ if [ "$(id -u)" -eq 0 ] && ! id a3s-test >/dev/null 2>&1; then
 fi
 
 if [ "${A3S_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== unit tests under ASan+UBSan (build-asan/)"
+  echo "== unit tests under ASan+UBSan (build-asan/; A3S_SKIP_ASAN=1 skips)"
+  echo "   building: $(first "$here/build-asan" "seconds when little changed" "first time, about 2 minutes")"
   A3S_BUILD_DIR="$here/build-asan" "$here/scripts/build.sh" -DA3S_SANITIZE=ON
+  echo "   running $(ctest --test-dir "$here/build-asan" -N -R '^unit\.' | sed -n 's/^Total Tests: //p') unit tests (about 1 minute)"
   log=$(mktemp)
   if ! ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$here/build-asan" -R '^unit\.' \
        --output-on-failure -j 2 >"$log" 2>&1; then
@@ -28,8 +34,9 @@ case "$fuzz_seconds" in
   ''|*[!0-9]*) echo "A3S_FUZZ_SECONDS must be a number of seconds, not '$fuzz_seconds'" >&2; exit 2 ;;
 esac
 if [ "$fuzz_seconds" -gt 0 ]; then
-  echo "== fuzz_parsers for ${fuzz_seconds}s (build-fuzz/, clang + libFuzzer)"
   fuzz_build="$here/build-fuzz"
+  echo "== fuzz_parsers for ${fuzz_seconds}s (build-fuzz/, clang + libFuzzer; A3S_FUZZ_SECONDS=0 skips)"
+  echo "   building: $(first "$fuzz_build" "seconds" "first time, about 1 minute")"
   if ! cmake -S "$here" -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
          -DCMAKE_C_COMPILER=clang >/dev/null ||
      ! cmake --build "$fuzz_build" --target fuzz_parsers -j "$(nproc)" >/dev/null; then
@@ -56,6 +63,9 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   rm -rf "$fuzz_work"
 fi
 
-echo "== full suite (build/)"
+build=${A3S_BUILD_DIR:-$here/build}
+echo "== full suite ($build)"
+echo "   building: $(first "$build" "seconds when little changed" "first time, about 1 to 2 minutes")"
 "$here/scripts/build.sh"
-exec ctest --test-dir "${A3S_BUILD_DIR:-$here/build}" --output-on-failure -j 2 "$@"
+echo "   running $(ctest --test-dir "$build" -N "$@" | sed -n 's/^Total Tests: //p') tests, 2 at a time (the whole suite usually takes about 7 minutes; the CLI specs run as root and as a3s-test)"
+exec ctest --test-dir "$build" --output-on-failure -j 2 "$@"

@@ -1,9 +1,8 @@
 /* a3s-sandbox: the command-line front end (SPEC §2). The only place that prints and
- * chooses exit codes. */
+ * chooses exit codes; the command line is read in options.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,252 +14,8 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
+#include "cli.h"
 #include "json.h"
-
-#define EXIT_TIMEOUT 124
-#define EXIT_REFUSED 125
-#define EXIT_OUTPUT_CLOSED (128 + SIGPIPE) /* what a shell pipeline reports */
-
-static const char usage_text[] =
-    "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
-    "       a3s-sandbox [run] [OPTIONS] -c 'SHELL COMMAND'\n"
-    "       a3s-sandbox probe        [--policy P] [-w DIR]\n"
-    "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain]\n"
-    "       a3s-sandbox digest       [--policy P] [-w DIR] [--grant H[:P]]...\n"
-    "       a3s-sandbox capabilities [--policy P] [-w DIR]\n"
-    "       a3s-sandbox check POLICY [-w DIR] [--neutral]\n"
-    "       a3s-sandbox --version | --help\n"
-    "\n"
-    "Run options:\n"
-    "  -p, --policy NAME|FILE   policy (default: baseline)\n"
-    "  -w, --workspace DIR      writable workspace (default: current directory)\n"
-    "  -t, --timeout SECONDS    deadline (decimal; capped by the policy ceiling)\n"
-    "  -e, --env NAME=VALUE     explicit environment entry (repeatable)\n"
-    "  -c COMMAND               run COMMAND with the trusted bash\n"
-    "      --json               print one JSON object on stdout: the result, or\n"
-    "                           {\"error\":{\"code\",\"message\"}} when refused\n"
-    "      --audit FILE         append JSON-lines audit events of the run to FILE\n"
-    "      --grant HOST[:PORT]  mediated network access to exactly this origin (repeatable,\n"
-    "                           at most 256)\n"
-    "      --grant-digest HEX   the approved digest of the policy with exactly these grants\n"
-    "                           (what `digest --grant ...` prints for them)\n"
-    "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
-    "      --allow-host-root    (root callers) run the command as host uid 0 where it cannot\n"
-    "                           run under the unprivileged mapped id\n"
-    "\n"
-    "Values go in the next word or attached: -pNAME, --policy=NAME. Long options are\n"
-    "spelled in full. Every word after -- is PROGRAM's, as given.\n"
-    "\n"
-    "Exit status: the command's own; 128+N when it died of signal N; 124 deadline;\n"
-    "125 the sandbox could not be set up or the request was refused (nothing ran);\n"
-    "141 the reader of our output went away (the process tree was killed);\n"
-    "126/127 the program is not executable / not found inside the sandbox.\n";
-
-/* --json promises exactly one JSON object on stdout (README): with it, every refusal of
- * a command whose output is JSON (run, plan, capabilities) also prints
- * {"error": {"code", "message"}} there. Decided from argv before parsing, since a usage
- * error can come before --json is read. */
-static bool json_errors;
-
-/* Every option of every subcommand, read with getopt_long; which of them a subcommand
- * accepts is decided after reading one (accepts()), so an option's value is consumed the
- * same way whatever the subcommand: the value of an option is never an option (`-c --json`
- * runs the command "--json"). All short options take a value (attached or the next word),
- * so short options never group. "+": stop at the first operand, never permute argv (what
- * follows `--` is the command's, untouched). ":": a missing value is reported as such. */
-enum {
-    OPT_GRANT = 256,
-    OPT_GRANT_DIGEST,
-    OPT_AUDIT,
-    OPT_JSON,
-    OPT_EXPLAIN,
-    OPT_ALLOW_PROCESS_HOST,
-    OPT_ALLOW_HOST_ROOT,
-    OPT_NEUTRAL,
-};
-static const char short_opts[] = "+:p:w:t:e:c:";
-static const struct option long_opts[] = {
-    {"policy", required_argument, NULL, 'p'},
-    {"workspace", required_argument, NULL, 'w'},
-    {"timeout", required_argument, NULL, 't'},
-    {"env", required_argument, NULL, 'e'},
-    {"grant", required_argument, NULL, OPT_GRANT},
-    {"grant-digest", required_argument, NULL, OPT_GRANT_DIGEST},
-    {"audit", required_argument, NULL, OPT_AUDIT},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"explain", no_argument, NULL, OPT_EXPLAIN},
-    {"allow-process-host", no_argument, NULL, OPT_ALLOW_PROCESS_HOST},
-    {"allow-host-root", no_argument, NULL, OPT_ALLOW_HOST_ROOT},
-    {"neutral", no_argument, NULL, OPT_NEUTRAL},
-    {NULL, 0, NULL, 0},
-};
-
-/* Whether subcommand cmd takes option opt (what it did before getopt). */
-static bool accepts(const char *cmd, int opt)
-{
-    switch (opt) {
-    case 't':
-    case 'e':
-    case 'c':
-    case OPT_AUDIT:
-        return !strcmp(cmd, "run");
-    case OPT_EXPLAIN:
-        return !strcmp(cmd, "plan");
-    case OPT_NEUTRAL:
-        return !strcmp(cmd, "check");
-    default:
-        return true;
-    }
-}
-
-/* The long option spelled in full by arg ("--name" or "--name=VALUE"), or NULL. */
-static const struct option *long_opt_exact(const char *arg)
-{
-    if (strncmp(arg, "--", 2) || !arg[2])
-        return NULL;
-    const char *name = arg + 2;
-    size_t n = strcspn(name, "=");
-    for (const struct option *o = long_opts; o->name; o++)
-        if (strlen(o->name) == n && !strncmp(o->name, name, n))
-            return o;
-    return NULL;
-}
-
-typedef enum {
-    TOK_END,         /* no more words */
-    TOK_DASHDASH,    /* `--`: *next is the first word after it */
-    TOK_OPERAND,     /* a word that is not an option (arg) */
-    TOK_OPTION,      /* opt, with value when it takes one */
-    TOK_UNKNOWN,     /* arg is no option (abbreviations included) */
-    TOK_NO_VALUE,    /* opt needs a value and arg is the last word */
-    TOK_EXTRA_VALUE, /* --opt=VALUE for an option that takes none */
-} tok_kind;
-
-typedef struct tok {
-    tok_kind kind;
-    int opt;
-    const char *value, *arg; /* arg: the word as written */
-} tok;
-
-/* Reads the option (or operand) that starts at argv[*next] and moves *next past it (and
- * past its value). Each word is read by a fresh getopt_long over the rest of argv, so
- * nothing carries over between words and a caller may skip a word it refuses. Long
- * options must be spelled in full: getopt_long's abbreviations (`--allow-h`) are refused
- * here, an unknown option and not a guess. */
-static tok next_token(int argc, char **argv, int *next)
-{
-    int k = *next;
-    tok t = {.kind = TOK_END};
-    if (k >= argc)
-        return t;
-    t.arg = argv[k];
-    if (!strcmp(t.arg, "--")) {
-        t.kind = TOK_DASHDASH;
-        *next = k + 1;
-        return t;
-    }
-    if (!strncmp(t.arg, "--", 2)) {
-        const struct option *o = long_opt_exact(t.arg);
-        if (!o || (o->has_arg == no_argument && strchr(t.arg, '='))) {
-            t.kind = o ? TOK_EXTRA_VALUE : TOK_UNKNOWN;
-            t.opt = o ? o->val : 0;
-            *next = k + 1;
-            return t;
-        }
-    }
-    /* argv + k - 1 stands in for argv[0]: getopt_long starts at its index 1. */
-    opterr = 0;
-    optind = 0; /* a full reset: no state from an earlier word or an earlier scan */
-    int r = getopt_long(argc - (k - 1), argv + (k - 1), short_opts, long_opts, NULL);
-    int used = optind > 1 ? optind - 1 : 1;
-    if (r == -1) {
-        t.kind = TOK_OPERAND; /* "-" or a word without a leading '-' */
-        used = 1;
-    } else if (r == '?') {
-        t.kind = TOK_UNKNOWN;
-        used = 1;
-    } else if (r == ':') {
-        t.kind = TOK_NO_VALUE;
-        t.opt = optopt;
-    } else {
-        t.kind = TOK_OPTION;
-        t.opt = r;
-        t.value = optarg;
-    }
-    *next = k + used;
-    return t;
-}
-
-/* How an option was named in arg: "--name" (without =VALUE) or "-x". */
-static const char *opt_name(const char *arg, char *buf, size_t size)
-{
-    size_t n = !strncmp(arg, "--", 2) ? strcspn(arg, "=") : 2;
-    snprintf(buf, size, "%.*s", (int)n, arg);
-    return buf;
-}
-
-/* --json before `--`, for run (the default command), plan or capabilities. Read the way
- * parse() reads the words, so a value is never taken for --json; words parse() will
- * refuse are skipped (the refusal is then printed as JSON when --json follows). */
-static bool argv_wants_json(int argc, char **argv)
-{
-    int i = 1;
-    if (i < argc && (!strcmp(argv[i], "probe") || !strcmp(argv[i], "digest") ||
-                     !strcmp(argv[i], "check") || !strcmp(argv[i], "--help") ||
-                     !strcmp(argv[i], "-h") || !strcmp(argv[i], "help") ||
-                     !strcmp(argv[i], "--version")))
-        return false;
-    if (i < argc && (!strcmp(argv[i], "run") || !strcmp(argv[i], "plan") ||
-                     !strcmp(argv[i], "capabilities")))
-        i++;
-    for (;;) {
-        tok t = next_token(argc, argv, &i);
-        if (t.kind == TOK_END || t.kind == TOK_DASHDASH)
-            return false;
-        if (t.kind == TOK_OPTION && t.opt == OPT_JSON)
-            return true;
-    }
-}
-
-/* The refusal object on stdout when --json was given (code: an a3s_status name, or
- * "usage"); the caller prints the human message on stderr as before. */
-static void json_error(const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void json_error(const char *code, const char *fmt, ...)
-{
-    if (!json_errors)
-        return;
-    char *msg = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
-    va_end(ap);
-    char *s = msg ? a3s_json_error(code, msg) : NULL;
-    free(msg);
-    /* Out of memory still yields one object, never none. */
-    fputs(s ? s : "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", stdout);
-    fputc('\n', stdout);
-    free(s);
-    fflush(stdout);
-    json_errors = false; /* exactly one object */
-}
-
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die_usage(const char *fmt, ...)
-{
-    char *msg = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
-    va_end(ap);
-    fprintf(stderr, "a3s-sandbox: %s\n(run 'a3s-sandbox --help' for usage)\n",
-            msg ? msg : "invalid command line (out of memory)");
-    json_error("usage", "%s", msg ? msg : "invalid command line (out of memory)");
-    free(msg);
-    exit(EXIT_REFUSED);
-}
 
 static bool truthy(const char *v)
 {
@@ -306,147 +61,138 @@ static bool write_out(int fd, const char *p, size_t n)
     return true;
 }
 
-typedef struct cli {
-    const char *cmd; /* run, probe, plan, digest, capabilities, check */
-    const char *policy, *workspace, *shell_command, *check_policy, *audit;
-    double timeout_s;
-    bool has_timeout, json, allow_process_host, allow_host_root, explain, neutral;
-    const char **env;
-    size_t nenv;
-    char **argv;
-    const char **grants;
-    size_t ngrants;
-    const char *grant_digest;
-} cli;
-
-static void parse(cli *c, int argc, char **argv)
-{
-    int i = 1;
-    c->cmd = "run";
-    if (i < argc) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
-            fputs(usage_text, stdout);
-            exit(0);
-        }
-        if (!strcmp(a, "--version")) {
-            printf("a3s-sandbox %s\n", a3s_version());
-            exit(0);
-        }
-        if (!strcmp(a, "run") || !strcmp(a, "probe") || !strcmp(a, "plan") ||
-            !strcmp(a, "digest") || !strcmp(a, "capabilities") || !strcmp(a, "check")) {
-            c->cmd = a;
-            i++;
-        }
-    }
-    c->env = calloc((size_t)argc + 1, sizeof *c->env);
-    c->grants = calloc((size_t)argc + 1, sizeof *c->grants);
-    if (!c->env || !c->grants) {
-        fprintf(stderr, "a3s-sandbox: out of memory\n");
-        json_error("internal", "out of memory");
-        exit(EXIT_REFUSED);
-    }
-    bool run = !strcmp(c->cmd, "run");
-    for (;;) {
-        tok t = next_token(argc, argv, &i);
-        char name[64];
-        if (t.kind == TOK_END)
-            break;
-        if (t.kind == TOK_DASHDASH) {
-            if (!run)
-                die_usage("'--' is only valid for run, not '%s'", c->cmd);
-            c->argv = argv + i;
-            if (!c->argv[0])
-                die_usage("%s", "missing PROGRAM after --");
-            break;
-        }
-        if (t.kind == TOK_OPERAND) {
-            if (!strcmp(c->cmd, "check") && !c->check_policy && t.arg[0] != '-') {
-                c->check_policy = t.arg;
-                continue;
-            }
-            die_usage(t.arg[0] == '-' ? "unknown option '%s'"
-                                      : "unexpected argument '%s' (use -- before the command)",
-                      t.arg);
-        }
-        if (t.kind == TOK_UNKNOWN)
-            die_usage("unknown option '%s'", t.arg);
-        if (!accepts(c->cmd, t.opt))
-            die_usage("unknown option '%s'", opt_name(t.arg, name, sizeof name));
-        if (t.kind == TOK_NO_VALUE)
-            die_usage("option %s needs a value", opt_name(t.arg, name, sizeof name));
-        if (t.kind == TOK_EXTRA_VALUE)
-            die_usage("option %s takes no value", opt_name(t.arg, name, sizeof name));
-        const char *v = t.value;
-        switch (t.opt) {
-        case 'p':
-            c->policy = v;
-            break;
-        case 'w':
-            c->workspace = v;
-            break;
-        case OPT_GRANT:
-            c->grants[c->ngrants++] = v;
-            break;
-        case OPT_GRANT_DIGEST:
-            c->grant_digest = v;
-            break;
-        case 't': {
-            char *end = NULL;
-            errno = 0;
-            c->timeout_s = strtod(v, &end);
-            if (errno || !end || *end || end == v || !isfinite(c->timeout_s) || c->timeout_s < 0)
-                die_usage("invalid timeout '%s' (seconds, decimal allowed)", v);
-            if (c->timeout_s * 1000.0 < 1.0)
-                die_usage("invalid timeout '%s': the command timeout must be greater than zero", v);
-            if (c->timeout_s > 86400.0)
-                die_usage("invalid timeout '%s': at most 86400 seconds", v);
-            c->has_timeout = true;
-            break;
-        }
-        case 'e':
-            c->env[c->nenv++] = v;
-            break;
-        case 'c':
-            c->shell_command = v;
-            break;
-        case OPT_EXPLAIN:
-            c->explain = true;
-            break;
-        case OPT_AUDIT:
-            c->audit = v;
-            break;
-        case OPT_JSON:
-            c->json = true;
-            break;
-        case OPT_ALLOW_PROCESS_HOST:
-            c->allow_process_host = true;
-            break;
-        case OPT_ALLOW_HOST_ROOT:
-            c->allow_host_root = true;
-            break;
-        case OPT_NEUTRAL:
-            c->neutral = true;
-            break;
-        default: /* not in short_opts/long_opts: unreachable */
-            die_usage("unknown option '%s'", t.arg);
-        }
-    }
-    if (run) {
-        if (c->argv && c->shell_command)
-            die_usage("%s", "give either -c COMMAND or -- PROGRAM, not both");
-        if (!c->argv && !c->shell_command)
-            die_usage("%s", "missing command: use -- PROGRAM [ARG...] or -c 'COMMAND'");
-    }
-    if (!strcmp(c->cmd, "check") && !c->check_policy)
-        die_usage("%s", "check needs a POLICY");
-}
-
 static int fail(const char *what, const a3s_error *err)
 {
     fprintf(stderr, "a3s-sandbox: %s: %s\n", what, err->msg);
     json_error(a3s_json_status_name(err->code), "%s: %s", what, err->msg);
     return EXIT_REFUSED;
+}
+
+/* -v: what was resolved, on stderr only (stdout is the command's output or the JSON).
+ * Names, paths, digests and numbers: never a value of the environment or of -e. */
+static bool verbose;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    if (!verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("a3s-sandbox: verbose: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* A refusal, and with -v the stage it came from: the step of the CLI, and for a run the
+ * library's error class, which says which part of the run refused. */
+static int fail_at(const char *stage, const char *what, const a3s_error *err)
+{
+    int rc = fail(what, err);
+    if (!strcmp(stage, "run"))
+        stage = err->code == A3S_ERR_INVALID  ? "run: checking the request"
+                : err->code == A3S_ERR_POLICY ? "run: evaluating and validating the policy"
+                : err->code == A3S_ERR_SETUP  ? "run: setting up the sandbox"
+                                              : "run";
+    say("refused at stage '%s' (error class %s)", stage, a3s_json_status_name(err->code));
+    return rc;
+}
+
+/* Seconds as the operator writes them: "120", "0.3", "1.25". */
+static const char *secs(int64_t ms, char buf[32])
+{
+    if (ms % 1000 == 0) {
+        snprintf(buf, 32, "%lld", (long long)(ms / 1000));
+    } else {
+        snprintf(buf, 32, "%.3f", (double)ms / 1000.0);
+        char *e = buf + strlen(buf);
+        while (e[-1] == '0')
+            *--e = '\0';
+    }
+    return buf;
+}
+
+/* -v: the policy, its file and digest, the backend (and why the fallback), the
+ * workspace. A failing digest is said and left to the step that refuses. */
+static void describe(a3s_sandbox *sb, const cli *c)
+{
+    if (!verbose)
+        return;
+    say("policy %s (%s)", a3s_sandbox_policy_name(sb), a3s_sandbox_policy_file(sb));
+    char d[65];
+    a3s_error e = {0};
+    if (a3s_sandbox_digest(sb, d, &e) != A3S_OK)
+        say("digest unavailable: %s", e.msg);
+    else if (c->ngrants)
+        say("approval digest %s (the policy with its %zu grant(s))", d, c->ngrants);
+    else
+        say("policy digest %s", d);
+    const char *why = a3s_sandbox_fallback_reason(sb);
+    say("backend %s%s%s%s", a3s_sandbox_backend(sb), why ? " (fallback, because: " : "",
+        why ? why : "", why ? ")" : "");
+    say("workspace %s", a3s_sandbox_workspace(sb));
+}
+
+/* The deadline a run gets is the smaller of -t and the policy's ceiling: -v says which,
+ * and a -t above the ceiling gets a note whether or not -v is given (it is capped). */
+static void timeout_note(a3s_sandbox *sb, const cli *c, int64_t req_ms)
+{
+    if (!c->has_timeout && !verbose)
+        return;
+    int64_t ceiling;
+    a3s_error e = {0};
+    char b1[32], b2[32];
+    if (a3s_sandbox_timeout_ceiling(sb, &ceiling, &e) != A3S_OK) {
+        say("timeout unknown: the policy did not evaluate"); /* the run refuses, saying why */
+        return;
+    }
+    if (c->has_timeout && req_ms > ceiling) {
+        fprintf(stderr,
+                "a3s-sandbox: note: the requested timeout of %s s is capped at %s s, the "
+                "deadline ceiling of policy %s\n",
+                secs(req_ms, b1), secs(ceiling, b2), a3s_sandbox_policy_name(sb));
+        say("timeout %s s (the policy's ceiling; -t asked for %s s)", secs(ceiling, b2),
+            secs(req_ms, b1));
+    } else if (c->has_timeout) {
+        say("timeout %s s (-t; the policy's ceiling is %s s)", secs(req_ms, b1), secs(ceiling, b2));
+    } else {
+        say("timeout %s s (the policy's ceiling; no -t)", secs(ceiling, b2));
+    }
+}
+
+/* The deadline that killed the run: the limit of the result's deadline denial, which is
+ * -t's when it equals what -t asked for, else the policy's ceiling. */
+static void timed_out_message(a3s_sandbox *sb, const a3s_result *r, const cli *c, int64_t req_ms)
+{
+    int64_t limit = -1;
+    json_t *a = r->denials_json ? json_loads(r->denials_json, 0, NULL) : NULL;
+    size_t i;
+    json_t *d;
+    json_array_foreach(a, i, d)
+    {
+        const char *kind = json_string_value(json_object_get(d, "kind"));
+        if (kind && !strcmp(kind, "deadline"))
+            limit = json_integer_value(json_object_get(d, "limit_ms"));
+    }
+    json_decref(a);
+    char b1[32], b2[32];
+    if (limit < 0)
+        fprintf(stderr,
+                "a3s-sandbox: command timed out after %s s; the process tree was "
+                "killed\n",
+                secs((int64_t)r->duration_ms, b1));
+    else if (c->has_timeout && limit == req_ms)
+        fprintf(stderr,
+                "a3s-sandbox: command timed out after %s s: the -t deadline of %s s "
+                "was reached; the process tree was killed\n",
+                secs((int64_t)r->duration_ms, b1), secs(limit, b2));
+    else
+        fprintf(stderr,
+                "a3s-sandbox: command timed out after %s s: the deadline ceiling of "
+                "policy %s (%s s) was reached; the process tree was killed\n",
+                secs((int64_t)r->duration_ms, b1),
+                r->policy[0] ? r->policy : a3s_sandbox_policy_name(sb), secs(limit, b2));
 }
 
 /* Signals that end the CLI end the sandboxed tree first (through the library's cancel
@@ -501,8 +247,9 @@ int main(int argc, char **argv)
     }
     cli c;
     memset(&c, 0, sizeof c);
-    json_errors = argv_wants_json(argc, argv);
-    parse(&c, argc, argv);
+    json_errors = cli_argv_wants_json(argc, argv);
+    cli_parse(&c, argc, argv);
+    verbose = c.verbose;
     /* A vanished reader of our stdout must not kill the supervisor mid-run. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -528,8 +275,9 @@ int main(int argc, char **argv)
     a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
     if (!sb) {
         if (!strcmp(c.cmd, "check"))
-            return fail("check", &err);
-        return fail("cannot create the sandbox", &err);
+            return fail_at("opening the workspace and finding the policy", "check", &err);
+        return fail_at("opening the workspace and finding the policy", "cannot create the sandbox",
+                       &err);
     }
     /* The grants as one set, checked against --grant-digest as a whole: the approval
      * covers the policy and exactly these grants (what `digest --grant ...` prints), so
@@ -538,6 +286,8 @@ int main(int argc, char **argv)
         a3s_sandbox_grant_set(sb, c.grants, c.ngrants, c.grant_digest, NULL, &err) != A3S_OK) {
         fprintf(stderr, "a3s-sandbox: --grant: %s\n", err.msg);
         json_error(a3s_json_status_name(err.code), "--grant: %s", err.msg);
+        say("refused at stage 'approving the grants' (error class %s)",
+            a3s_json_status_name(err.code));
         a3s_sandbox_free(sb);
         free(c.env);
         free(c.grants);
@@ -548,17 +298,18 @@ int main(int argc, char **argv)
                 "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "
                 "host (process-host backend) because the native boundary is unusable: %s\n",
                 a3s_sandbox_fallback_reason(sb));
+    describe(sb, &c);
 
     int rc = 0;
     if (!strcmp(c.cmd, "probe")) {
         if (a3s_sandbox_probe(sb, &err) != A3S_OK)
-            rc = fail("probe", &err);
+            rc = fail_at("probe", "probe", &err);
         else
             printf("ok backend=%s\n", a3s_sandbox_backend(sb));
     } else if (!strcmp(c.cmd, "digest")) {
         char d[65];
         if (a3s_sandbox_digest(sb, d, &err) != A3S_OK)
-            rc = fail("digest", &err);
+            rc = fail_at("digest", "digest", &err);
         else
             printf("%s\n", d);
     } else if (!strcmp(c.cmd, "plan") || !strcmp(c.cmd, "capabilities")) {
@@ -566,7 +317,7 @@ int main(int argc, char **argv)
                                                       : a3s_sandbox_plan_json(sb, &err))
                                          : a3s_sandbox_capabilities_json(sb, &err);
         if (!s)
-            rc = fail(c.cmd, &err);
+            rc = fail_at(c.cmd, c.cmd, &err);
         else
             printf("%s\n", s);
         free(s);
@@ -575,7 +326,7 @@ int main(int argc, char **argv)
         char d[65];
         if (a3s_sandbox_check(sb, c.neutral, &err) != A3S_OK ||
             a3s_sandbox_digest(sb, d, &err) != A3S_OK) {
-            rc = fail("check", &err);
+            rc = fail_at("check", "check", &err);
         } else {
             printf("ok: policy %s is valid (digest %s)\n", a3s_sandbox_policy_name(sb), d);
         }
@@ -585,6 +336,7 @@ int main(int argc, char **argv)
         req.shell_command = c.shell_command;
         req.timeout_ms = c.has_timeout ? (int64_t)ceil(c.timeout_s * 1000.0) : -1;
         req.env = c.env;
+        timeout_note(sb, &c, req.timeout_ms);
         /* Forward our stdin when we have one; a closed fd 0 becomes /dev/null. */
         req.stdin_fd = closed_std[0] ? -1 : 0;
         /* The library prints the output live, never blocking past the deadline; when our
@@ -606,7 +358,7 @@ int main(int argc, char **argv)
                            strsignal(got_signal));
                 rc = 128 + got_signal;
             } else {
-                rc = fail("run", &err);
+                rc = fail_at("run", "run", &err);
             }
         } else {
             if (r.identity && !strcmp(r.identity, "host-root") &&
@@ -630,7 +382,7 @@ int main(int argc, char **argv)
                     json_error("internal", "run: cannot encode the result: out of memory");
                 }
             } else if (r.timed_out && !closed) {
-                fprintf(stderr, "a3s-sandbox: command timed out; the process tree was killed\n");
+                timed_out_message(sb, &r, &c, req.timeout_ms);
             }
             rc = closed ? EXIT_OUTPUT_CLOSED : exit_status(&r);
             if (got_signal) /* it came while the rest of the output was being written */

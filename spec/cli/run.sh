@@ -32,6 +32,11 @@ for h in launch relay mediator; do
 done
 cp -r "$A3S_SOURCE_DIR/policies" "$stage/policies"
 cp -r "$A3S_SOURCE_DIR/spec" "$stage/spec"
+# The man pages, the bash completion and the README that the documentation specs compare.
+mkdir -p "$stage/bindings/cli"
+cp -r "$A3S_SOURCE_DIR/bindings/cli/man" "$A3S_SOURCE_DIR/bindings/cli/completion" \
+  "$stage/bindings/cli/"
+cp "$A3S_SOURCE_DIR/README.md" "$stage/README.md"
 chmod -R a+rX "$stage"
 chmod 0755 "$stage"
 spec_copy="$stage/spec/cli/$(basename "$spec")"

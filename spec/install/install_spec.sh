@@ -16,7 +16,9 @@ check "install exits 0" eq "$?" 0
 
 libdir=$(cd "$first" && ls -d lib* | head -1)
 for f in bin/a3s-sandbox include/a3s_sandbox.h "$libdir"/liba3s_sandbox.so \
-         share/a3s-sandbox/policies/baseline.lua share/a3s-sandbox/policies/lib/env.lua; do
+         share/a3s-sandbox/policies/baseline.lua share/a3s-sandbox/policies/lib/env.lua \
+         share/man/man1/a3s-sandbox.1 share/man/man5/a3s-sandbox-policy.5 \
+         share/bash-completion/completions/a3s-sandbox; do
   check "installed $f" test -e "$first/$f"
 done
 check "no helper program is installed as a file (they are embedded)" \

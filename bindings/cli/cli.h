@@ -1,0 +1,44 @@
+/* The a3s-sandbox command's parts, shared by its files: options.c reads the command line
+ * (and prints --help), main.c runs what it asks for. Only bindings/cli/ includes this. */
+#ifndef A3S_CLI_H
+#define A3S_CLI_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define EXIT_TIMEOUT 124
+#define EXIT_REFUSED 125
+#define EXIT_OUTPUT_CLOSED (128 + SIGPIPE) /* what a shell pipeline reports */
+
+typedef struct cli {
+    const char *cmd; /* run, probe, plan, digest, capabilities, check */
+    const char *policy, *workspace, *shell_command, *check_policy, *audit;
+    double timeout_s;
+    bool has_timeout, json, allow_process_host, allow_host_root, explain, verbose, neutral;
+    const char **env;
+    size_t nenv;
+    char **argv;
+    const char **grants;
+    size_t ngrants;
+    const char *grant_digest;
+} cli;
+
+/* --json promises exactly one JSON object on stdout (README): with it, every refusal of
+ * a command whose output is JSON (run, plan, capabilities) also prints
+ * {"error": {"code", "message"}} there. Decided from argv before parsing
+ * (cli_argv_wants_json), since a usage error can come before --json is read. */
+extern bool json_errors;
+
+/* --json before `--`, for run (the default command), plan or capabilities. */
+bool cli_argv_wants_json(int argc, char **argv);
+/* Reads argv into c; prints --help/--version and exits, or refuses (exit 125). */
+void cli_parse(cli *c, int argc, char **argv);
+
+/* The refusal object on stdout when --json was given (code: an a3s_status name, or
+ * "usage"); the caller prints the human message on stderr as before. */
+void json_error(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A refused command line: the message on stderr (and as JSON), exit 125. */
+void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+#endif
