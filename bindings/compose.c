@@ -2,8 +2,11 @@
  * and this host's backend (backend.h): linux-bwrap, or, only when the caller opted in
  * and the native boundary cannot be used here, process-host (loud: every report names
  * it, with the reason). */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "a3s_sandbox.h"
 #include "host_backend.h"
@@ -12,6 +15,50 @@
 #include "policy_runtime.h"
 #include "sandbox.h"
 #include "util.h"
+
+/* The running program or library must not lie in the workspace: the command could
+ * replace it, and the next run would execute the command's code on the host. */
+static int image_outside(const a3s_sandbox *sb, a3s_error *err)
+{
+    char *img = a3s_instdir_image();
+    const char *ws = a3s_sandbox_workspace(sb);
+    bool inside = img && a3s_path_within(img, ws);
+    if (inside)
+        a3s_fail(err, A3S_ERR_INVALID,
+                 "%s lies inside the workspace %s, where the command could replace it for the "
+                 "next run: run an installed copy (cmake --install), or choose a workspace that "
+                 "does not hold it",
+                 img, ws);
+    free(img);
+    return inside ? -1 : 0;
+}
+
+/* The opt-in's question, whether the native boundary works on this host, asked in a
+ * private empty workspace: nothing a workspace holds may turn a refusal into an
+ * unconfined run. */
+static int probe_elsewhere(const a3s_options *opts, const char *tmp, a3s_error *why)
+{
+    char *dir = NULL;
+    if (asprintf(&dir, "%s/a3s-sandbox-probe-XXXXXX", tmp) < 0)
+        return a3s_fail(why, A3S_ERR_INTERNAL, "out of memory");
+    if (!mkdtemp(dir)) {
+        int e = errno;
+        free(dir);
+        return a3s_fail_errno(why, A3S_ERR_SETUP, e, "probe: mkdtemp in %s", tmp);
+    }
+    a3s_options o = *opts;
+    o.workspace = dir;
+    o.allow_process_host = false;
+    o.defer_policy = true;
+    o.audit_path = NULL;
+    o.audit_fn = NULL;
+    a3s_sandbox *p = a3s_sandbox_new(&o, why);
+    int rc = p && a3s_sandbox_probe(p, why) == A3S_OK ? 0 : -1;
+    a3s_sandbox_free(p);
+    (void)rmdir(dir);
+    free(dir);
+    return rc;
+}
 
 a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
 {
@@ -23,6 +70,8 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     free(installed);
     if (!sb)
         return NULL;
+    if (image_outside(sb, err) < 0)
+        goto fail;
     a3s_backend_host h;
     a3s_sandbox_host(sb, &h);
     a3s_backend *be = NULL;
@@ -40,7 +89,7 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     const char *unusable = be->ops->unusable(be);
     if (unusable)
         a3s_fail(&why, A3S_ERR_SETUP, "%s", unusable);
-    else if (a3s_sandbox_probe(sb, &why) == A3S_OK)
+    else if (probe_elsewhere(opts, h.tmp, &why) == 0)
         return sb;
     a3s_backend *host = NULL;
     if (a3s_host_backend_new(&h, &host, err) < 0 ||

@@ -94,6 +94,12 @@ char *a3s_instdir_policies(void)
     return found;
 }
 
+char *a3s_instdir_image(void)
+{
+    const char *rel = NULL;
+    return image_path(&rel);
+}
+
 const char *a3s_instdir_builtin(void)
 {
     return a3s_lua_policy_engine.builtin_dir;

@@ -12,6 +12,11 @@
  * build tree below a directory others can write would otherwise read their files. */
 char *a3s_instdir_policies(void);
 
+/* The path of the program or library this code runs in (malloc'd, canonical), or NULL:
+ * what a command must not be able to replace (compose.c refuses a workspace that holds
+ * it). */
+char *a3s_instdir_image(void);
+
 /* The search-path entry of the shipped policies built into the program (the policy
  * engine's, after the installed directory). */
 const char *a3s_instdir_builtin(void);

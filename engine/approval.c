@@ -23,6 +23,7 @@ int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
             .tmp = A3S_NEUTRAL "/tmp",
             .search_path = (const char *const *)sb->search_path.v,
             .platform = "linux",
+            .guard = sb->workspace,
             .neutral = true,
         };
         a3s_plan *p = sb->policy->eval(&sb->src, &ctx, err);

@@ -16,6 +16,9 @@ typedef struct a3s_policy_ctx {
     const char *const *host_env;                  /* "K=V", NULL-terminated */
     const char *const *search_path;               /* policy dirs, NULL-terminated */
     const char *platform;                         /* "linux" */
+    /* No policy file or module is read from below this directory (the workspace, whose
+     * files the command may have written), however its path was reached; may be NULL. */
+    const char *guard;
     /* Neutral host: no environment, no PATH dirs, and every host query answers "absent".
      * The digest is computed from an evaluation against neutral roots in this mode, so
      * no fact of the real host can reach it. */

@@ -87,6 +87,7 @@ a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *e
         .host_env = (const char *const *)sb->host_env.v,
         .search_path = (const char *const *)sb->search_path.v,
         .platform = "linux",
+        .guard = sb->workspace,
     };
     return sb->policy->eval(&sb->src, &ctx, err);
 }
@@ -159,6 +160,17 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "temporary directory %s", tmp);
         goto fail;
     }
+    /* HOME is where the caller's shell and tools read what they run (.bashrc, .gitconfig,
+     * .ssh, .local/bin): a workspace that is HOME or holds it would let a command plant
+     * what the caller runs next, outside any sandbox. */
+    if (a3s_path_within(sb->home, sb->workspace)) {
+        a3s_fail(err, A3S_ERR_INVALID,
+                 "the workspace %s is your home directory %s or holds it: a command could "
+                 "write what your shell and tools run next (.bashrc, .gitconfig, .ssh, ...); "
+                 "choose a project directory",
+                 sb->workspace, sb->home);
+        goto fail;
+    }
     /* The scratch dir is made there and bound by path: never where commands write.
      * (The backend refuses a workspace that holds its own state.) */
     if (a3s_path_within(sb->tmp, sb->workspace)) {
@@ -183,16 +195,24 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
         goto oom;
 
     /* A policy directory the command can write is not a policy directory: a run could
-     * rewrite what the next one enforces. Such entries leave the search path. */
+     * rewrite what the next one enforces. Such entries leave the search path; the others
+     * are kept canonical (a link re-pointed later changes nothing), and one that does not
+     * exist now is dropped (the command could create it). The policy engine's built-in
+     * directory is no path. Each file read is checked again (policy.h guard). */
     size_t keep = 0;
     for (size_t i = 0; i < sb->search_path.n; i++) {
-        char *real = realpath(sb->search_path.v[i], NULL);
-        bool inside = real && a3s_path_within(real, sb->workspace);
-        free(real);
-        if (inside)
-            free(sb->search_path.v[i]);
-        else
-            sb->search_path.v[keep++] = sb->search_path.v[i];
+        char *entry = sb->search_path.v[i];
+        if (policy->builtin_dir && !strcmp(entry, policy->builtin_dir)) {
+            sb->search_path.v[keep++] = entry;
+            continue;
+        }
+        char *real = realpath(entry, NULL);
+        if (real && !a3s_path_within(real, sb->workspace) && is_dir(real)) {
+            sb->search_path.v[keep++] = real;
+        } else {
+            free(real);
+        }
+        free(entry);
     }
 
     bool dropped = keep < sb->search_path.n;
@@ -202,8 +222,8 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
     if (policy->resolve(opts->policy ? opts->policy : "baseline",
                            (const char *const *)sb->search_path.v, &sb->src, err) < 0) {
         if (dropped && err && strlen(err->msg) + 120 < sizeof err->msg)
-            strcat(err->msg, " (policy directories inside the workspace are not searched: "
-                             "set A3S_SANDBOX_POLICY_PATH to a copy outside it)");
+            strcat(err->msg, " (policy directories inside the workspace, or missing, are not "
+                             "searched: set A3S_SANDBOX_POLICY_PATH to a copy outside it)");
         goto fail;
     }
     if (policy_outside_workspace(sb, &sb->src, err) < 0)

@@ -331,8 +331,12 @@ static int add_wsop(builder *b, const char *kind, const char *path, const a3s_sc
         wsop *o = &b->ops[i];
         if (strcmp(o->path, path) != 0)
             continue;
-        if (!strcmp(o->kind, kind)) {
+        if (!strcmp(o->kind, kind) && o->mask == mask) {
             o->flags &= flags;
+            if (!o->id && id) { /* the scanned identity is checked whichever op came first */
+                o->id = id;
+                o->type = type;
+            }
             return 0;
         }
         if (o->mask)

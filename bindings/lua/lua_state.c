@@ -134,7 +134,21 @@ void a3s_lua_state_close(lua_State *L)
 
 /* Read a policy or module file: a regular file of at most RT_MAX_FILE bytes without NUL
  * bytes. 0 and *text (malloc'd, NUL-terminated); 1 when it does not exist; -1 and err. */
-int a3s_lua_state_read_file(const char *path, char **text, size_t *len, a3s_error *err)
+/* Does the file open as fd lie below guard? Its path as the kernel resolved it: a link
+ * re-pointed between checks is followed here, not earlier. */
+static bool below_guard(int fd, const char *guard)
+{
+    char proc[64], real[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, real, sizeof real - 1);
+    if (n < 0)
+        return true; /* unknown: not trusted */
+    real[n] = '\0';
+    return a3s_path_within(real, guard);
+}
+
+int a3s_lua_state_read_file(const char *path, const char *guard, char **text, size_t *len,
+                            a3s_error *err)
 {
     *text = NULL;
     *len = 0;
@@ -156,6 +170,13 @@ int a3s_lua_state_read_file(const char *path, char **text, size_t *len, a3s_erro
         if (errno == ENOENT || errno == ENOTDIR)
             return 1;
         return a3s_fail_errno(err, A3S_ERR_POLICY, errno, "policy %s: cannot open", path);
+    }
+    if (guard && below_guard(fd, guard)) {
+        close(fd);
+        return a3s_fail(err, A3S_ERR_POLICY,
+                        "policy %s: lies inside the workspace %s, where the command could have "
+                        "written it: refused",
+                        path, guard);
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -297,7 +318,7 @@ void a3s_lua_state_load_module(lua_State *L, const char *name, char *path_out, s
         a3s_error e;
         char *text;
         size_t len;
-        int rc = a3s_lua_state_read_file(path_out, &text, &len, &e);
+        int rc = a3s_lua_state_read_file(path_out, r->ctx->guard, &text, &len, &e);
         if (rc < 0)
             luaL_error(L, "%s", e.msg);
         if (rc == 0) {

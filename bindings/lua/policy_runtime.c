@@ -155,7 +155,7 @@ int a3s_policy_resolve(const char *policy, const char *const *search_path,
         if (n >= sizeof path)
             return a3s_fail(err, A3S_ERR_POLICY, "policy file %.64s...: path too long", policy);
         memcpy(path, policy, n + 1);
-        int rc = a3s_lua_state_read_file(path, &text, &len, err);
+        int rc = a3s_lua_state_read_file(path, NULL, &text, &len, err);
         if (rc < 0)
             return -1;
         if (rc > 0)
@@ -172,7 +172,7 @@ int a3s_policy_resolve(const char *policy, const char *const *search_path,
             int w = snprintf(path, sizeof path, "%s/%s.lua", search_path[i], policy);
             if (w < 0 || (size_t)w >= sizeof path)
                 continue;
-            rc = a3s_lua_state_read_file(path, &text, &len, err);
+            rc = a3s_lua_state_read_file(path, NULL, &text, &len, err);
         }
         if (rc < 0)
             return -1;

@@ -57,7 +57,8 @@ void a3s_lua_state_close(lua_State *L);
 /* Charge C memory the policy makes us allocate against the state's cap. [-0, +0, v] */
 void a3s_lua_state_charge(lua_State *L, size_t n);
 /* Read a policy or module file. 0 and *text (malloc'd); 1 when it does not exist; -1. */
-int a3s_lua_state_read_file(const char *path, char **text, size_t *len, a3s_error *err);
+int a3s_lua_state_read_file(const char *path, const char *guard, char **text, size_t *len,
+                            a3s_error *err);
 /* [A-Za-z0-9_]+(\.[A-Za-z0-9_]+)* */
 bool a3s_lua_state_module_name_ok(const char *s, size_t len);
 /* Find module `name` in the search path, load it in text mode and push the chunk.

@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
-# The helper programs (launcher, relay, mediator) are embedded in the CLI and the library
-# and handed over as sealed memfds: the CLI runs from the source checkout (whose default
-# workspace holds the build tree), from the build dir and from $HOME; a command that
-# overwrites the helper programs' files in its workspace changes nothing that a later run
-# executes; the memfds never reach the command. A program given by path
-# (A3S_SANDBOX_LAUNCHER, ...) is still refused inside the workspace.
+# The helper programs (launcher, relay, mediator) and the shipped policies are built into
+# the CLI and the library (the helpers handed over as sealed memfds): an installed CLI
+# runs from the source checkout, from the build dir and from any directory; the program
+# itself inside the workspace, or HOME as the workspace, is refused (the command could
+# replace what runs next); a command that overwrites the helper programs' files in its
+# workspace changes nothing that a later run executes; the memfds never reach the
+# command. A program given by path (A3S_SANDBOX_LAUNCHER, ...) is still refused inside
+# the workspace.
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 
 src=$(cd "$A3S_SOURCE_DIR" && pwd -P) bin=$(cd "$(dirname "$A3S")" && pwd -P)
-# A policy directory inside the workspace is never searched (the command could rewrite
-# it), and the build tree's policies are inside the checkout: give a copy outside.
-pol=$(tmpdir)
-cp -R "$A3S_SOURCE_DIR/policies/." "$pol/"
-chmod -R a+rX "$pol"
 home=$(tmpdir)
 chmod 0755 "$home"
-unset A3S_SANDBOX_LAUNCHER A3S_SANDBOX_RELAY A3S_SANDBOX_MEDIATOR
+unset A3S_SANDBOX_LAUNCHER A3S_SANDBOX_RELAY A3S_SANDBOX_MEDIATOR A3S_SANDBOX_POLICY_PATH
+# One file is the whole program (helpers and shipped policies built in): a copy outside
+# the checkout stands for an installed one.
+inst=$(tmpdir)
+cp "$A3S" "$inst/a3s-sandbox"
+chmod -R a+rX "$inst"
+A3SI=$inst/a3s-sandbox
 
 # Where the checkout or the build dir is not writable (an unprivileged user's staged
-# copy), placeholders cannot be made in it: only $HOME is tried there.
-places=("$home")
+# copy), placeholders cannot be made in it: only a plain directory is tried there.
+plain=$(tmpdir)
+places=("$plain")
 for d in "$src" "$bin"; do [ -w "$d" ] && places+=("$d"); done
 
 for d in "${places[@]}"; do
-  at() { (cd "$d" && HOME="$home" A3S_SANDBOX_POLICY_PATH="$pol" "$A3S" "$@") </dev/null 2>&1; }
+  at() { (cd "$d" && HOME="$home" "$A3SI" "$@") </dev/null 2>&1; }
   out=$(at -- true)
   check "from $d: -- true exits 0" eq "$?:$out" "0:"
   out=$(at --json -c 'echo json-ok')
@@ -35,18 +39,40 @@ for d in "${places[@]}"; do
   check "from $d: probe exits 0" eq "$?" 0
   out=$(at capabilities)
   check "from $d: capabilities, mediated HTTP usable" contains "$out" '"mediated_http":true'
-  out=$(cd "$d" && echo data | HOME="$home" A3S_SANDBOX_POLICY_PATH="$pol" "$A3S" -- wc -c 2>&1)
+  out=$(cd "$d" && echo data | HOME="$home" "$A3SI" -- wc -c 2>&1)
   check "from $d: stdin is forwarded" eq "$out" 5
 done
 
-# The Lua module from the checkout (its default workspace).
+# The program itself inside the workspace: the command could replace it for the next
+# run, so it refuses (the build's CLI run from the checkout or its build dir, the Lua
+# module from the checkout). So does a workspace that is HOME.
+a3s_real=$(readlink -f "$A3S")
+for d in "$src" "$bin"; do
+  [ -w "$d" ] || continue
+  case $a3s_real in "$d"/*) ;; *) continue ;; esac # the build dir may lie elsewhere
+  out=$(cd "$d" && HOME="$home" "$A3S" -- true 2>&1 </dev/null)
+  check "the build's CLI with $d as the workspace: refused (125)" eq "$?" 125
+  check "... saying the program lies inside the workspace" contains "$out" "lies inside the workspace"
+done
+out=$(cd "$home" && HOME="$home" "$A3SI" -- true 2>&1 </dev/null)
+check "HOME as the workspace: refused (125)" eq "$?" 125
+check "... saying why" contains "$out" "is your home directory"
 mod="$bin/a3s_sandbox.so"
 if [ -f "$mod" ] && [ -w "$src" ] && command -v lua5.4 >/dev/null; then
-  out=$(cd "$src" && HOME="$home" A3S_SANDBOX_POLICY_PATH="$pol" LUA_CPATH="$bin/?.so;;" lua5.4 -e '
+  out=$(cd "$src" && HOME="$home" LUA_CPATH="$bin/?.so;;" lua5.4 -e '
+    local sb, err = require("a3s_sandbox").new{}
+    io.write(tostring(sb), " ", tostring(err))' 2>&1)
+  case $bin in
+  "$src"/*) check "Lua module inside its default workspace: refused" contains "$out" "lies inside the workspace" ;;
+  esac
+  lmod=$(tmpdir)
+  cp "$mod" "$lmod/"
+  chmod -R a+rX "$lmod"
+  out=$(cd "$src" && HOME="$home" LUA_CPATH="$lmod/?.so;;" lua5.4 -e '
     local sb = assert(require("a3s_sandbox").new{})
     local r = assert(sb:exec({ "printf", "lua-ok" }))
     io.write(r.stdout, " ", r.exit_code)' 2>&1)
-  check "Lua from the checkout: new{} and exec" eq "$out" "lua-ok 0"
+  check "a Lua module outside the checkout, from the checkout: new{} and exec" eq "$out" "lua-ok 0"
 fi
 
 # The memfds never reach the command, with or without the relay.
@@ -61,29 +87,27 @@ check "... and no fd 13 or 14" eq "$(printf '%s\n' "$OUT" | grep -cE '^/proc/sel
 run_cli -w "$ws" -c 'head -c 4 /proc/1/exe 2>&1; ls -l /proc/*/fd 2>/dev/null | grep -c memfd:a3s'
 check "nothing inside can reach a helper image through /proc" contains "$OUT" $'\n0'
 
-# A workspace holding the helper programs' files (here: a copy of the CLI with them): the
-# command overwrites them all; the next run still runs the embedded ones and behaves.
+# A workspace holding the helper programs' files: the command overwrites them all; the
+# next run still runs the embedded ones and behaves.
 ws=$(tmpdir)
-cp "$A3S" "$ws/a3s-sandbox"
 for h in launch relay mediator; do
   [ -f "$bin/a3s-sandbox-$h" ] && cp "$bin/a3s-sandbox-$h" "$ws/a3s-sandbox-$h"
 done
 tamper='for f in a3s-sandbox-launch a3s-sandbox-relay a3s-sandbox-mediator; do
   printf "#!/bin/sh\ntouch %s/tampered-\$\$; exit 0\n" "$PWD" >"$f" && chmod 0755 "$f"; done; echo tampered'
-export A3S_SANDBOX_POLICY_PATH="$pol"
-out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -c "$tamper" 2>&1)
+out=$(cd "$ws" && HOME="$home" "$A3SI" -c "$tamper" 2>&1)
 check "the command overwrote the helper files in its workspace" eq "$out" tampered
 check "... which now are its scripts" contains "$(head -c 40 "$ws/a3s-sandbox-launch")" "touch"
-out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -- printf still-ok 2>&1)
+out=$(cd "$ws" && HOME="$home" "$A3SI" -- printf still-ok 2>&1)
 check "the next run still behaves (embedded launcher)" eq "$out" still-ok
-out=$(cd "$ws" && HOME="$home" ./a3s-sandbox --json --grant a3s-probe.invalid:1 -c \
+out=$(cd "$ws" && HOME="$home" "$A3SI" --json --grant a3s-probe.invalid:1 -c \
   'exec 3<>/dev/tcp/127.0.0.1/24731 && printf "CONNECT other.invalid:1 HTTP/1.1\r\n\r\n" >&3 && head -c 12 <&3' 2>&1)
 check "a mediated run still behaves (embedded relay and mediator)" contains "$out" '"stdout":"HTTP/1.1 403"'
 check "none of the overwritten files ran" eq "$(ls "$ws" | grep -c '^tampered-')" 0
 # Given by path, a program inside the workspace is refused as before.
 for v in A3S_SANDBOX_LAUNCHER:a3s-sandbox-launch A3S_SANDBOX_RELAY:a3s-sandbox-relay \
          A3S_SANDBOX_MEDIATOR:a3s-sandbox-mediator; do
-  out=$(cd "$ws" && env "${v%%:*}=$ws/${v#*:}" HOME="$home" ./a3s-sandbox --grant a3s-probe.invalid:1 -- true 2>&1)
+  out=$(cd "$ws" && env "${v%%:*}=$ws/${v#*:}" HOME="$home" "$A3SI" --grant a3s-probe.invalid:1 -- true 2>&1)
   check "${v%%:*} inside the workspace: refused (125)" eq "$?" 125
   check "... naming the program inside the workspace" contains "$out" "from inside the active workspace"
 done

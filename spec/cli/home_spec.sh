@@ -68,18 +68,21 @@ done
 check "soak: $rounds repeated runs all succeed" eq "$fails" 0
 check "soak: nothing left in the workspace" eq "$(ls -A "$w2")" ""
 
-# HOME itself as the workspace (`cd ~ && a3s-sandbox -- true`): a credential of HOME is
-# then also a workspace path the policy names twice; it stays masked and the run works.
+# HOME itself as the workspace (`cd ~ && a3s-sandbox -- true`) is refused: a command could
+# write what the caller's shell and tools run next (.bashrc, .gitconfig, .ssh, ...), outside
+# any sandbox. Nothing runs, nothing in HOME changes.
 h2=$(tmpdir)
 echo "$canary" >"$h2/.npmrc"
-echo "$canary" >"$h2/.netrc"
 echo mine >"$h2/notes.txt"
 o=$(mktemp) e=$(mktemp)
-(cd "$h2" && HOME="$h2" "$A3S" -c 'cat notes.txt; cat .npmrc .netrc 2>/dev/null; true' >"$o" 2>"$e" </dev/null)
+(cd "$h2" && HOME="$h2" "$A3S" -c 'echo ran > ran.txt; printf x >> .bashrc' >"$o" 2>"$e" </dev/null)
 RC=$?
-check "HOME as the workspace: runs ($(cat "$e"))" eq "$RC" 0
-check "HOME as the workspace: its files are there" contains "$(cat "$o")" mine
-check "HOME as the workspace: its credentials stay masked" not_contains "$(cat "$o")" "$canary"
-check "HOME as the workspace: the credentials are unchanged" eq "$(cat "$h2/.npmrc")" "$canary"
+check "HOME as the workspace: refused (125)" eq "$RC" 125
+check "HOME as the workspace: says why" contains "$(cat "$e")" "is your home directory"
+check "HOME as the workspace: nothing ran" eq "$(ls -A "$h2" | sort | tr '\n' ' ')" ".npmrc notes.txt "
+h3=$(tmpdir)
+mkdir -p "$h3/me"
+(cd "$h3" && HOME="$h3/me" "$A3S" -- true >/dev/null 2>"$e" </dev/null)
+check "a workspace holding HOME: refused (125)" eq "$?" 125
 rm -f "$o" "$e"
 finish

@@ -28,7 +28,7 @@ printf 'error("loaded from the workspace")\n' >"$ws/pol/wsonly.lua"
 A3S_SANDBOX_POLICY_PATH="$ws/pol" run_cli -w "$ws" -p wsonly -- true
 check "a policy dir inside the workspace: its policy is not found (125)" eq "$RC" 125
 check "its file was never loaded" not_contains "$ERR" "loaded from the workspace"
-check "the message says why it was not searched" contains "$ERR" "inside the workspace are not searched"
+check "the message says why it was not searched" contains "$ERR" "inside the workspace, or missing, are not searched"
 
 # Created by the command itself, for a later run: same outcome.
 run_cli -w "$ws" -c 'mkdir -p evil && printf "error(\"planted\")\n" > evil/planted.lua'
