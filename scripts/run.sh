@@ -2,10 +2,12 @@
 # Quick start: install what is missing, build, and run the CLI with the given arguments,
 # e.g. scripts/run.sh -- echo inside sandbox
 #
-# The helper programs (launcher, relay, mediator) are embedded in the CLI. The policies
-# are not: the build's copy (build/share/a3s-sandbox/policies) lies in the default
-# workspace when this runs from the source tree, and a policy directory inside the
-# workspace is never searched (the command could rewrite what the next run enforces).
+# The helper programs (launcher, relay, mediator) and the shipped policies are embedded in
+# the CLI. A copy of policies/ outside the source tree is also put on the policy path, for
+# policies added there since the build: the build's copy (build/share/a3s-sandbox/policies)
+# lies in the default workspace when this runs from the source tree, and a policy directory
+# inside the workspace is never searched (the command could rewrite what the next run
+# enforces).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
