@@ -32,6 +32,10 @@ for h in launch relay mediator; do
 done
 cp -r "$A3S_SOURCE_DIR/policies" "$stage/policies"
 cp -r "$A3S_SOURCE_DIR/spec" "$stage/spec"
+# The docs (docs_spec runs their examples), at their places in the tree.
+(cd "$A3S_SOURCE_DIR" && for f in *.md */README.md */*/README.md; do
+  [ -f "$f" ] && mkdir -p "$stage/$(dirname "$f")" && cp "$f" "$stage/$f"
+done)
 chmod -R a+rX "$stage"
 chmod 0755 "$stage"
 spec_copy="$stage/spec/cli/$(basename "$spec")"
