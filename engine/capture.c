@@ -1,4 +1,4 @@
-/* The global head+tail output budget (reference §3.7).
+/* The global head+tail output budget (README "Limits").
  *
  * Layout: each stream has its own head buffer (head bytes of one stream, in arrival
  * order; the two together never exceed head_cap), and one shared tail ring whose every
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The head never exceeds 64 KiB, whatever the budget (reference §3.7). */
+/* The head never exceeds 64 KiB, whatever the budget. */
 #define A3S_CAPTURE_HEAD_MAX ((size_t)65536)
 
 struct a3s_capture {

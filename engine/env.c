@@ -1,4 +1,4 @@
-/* The child environment (reference §2.5, SPEC §5), driven by the plan's env section.
+/* The child environment (policies/README.md, "Environment"), driven by the plan's env section.
  *
  * Composition is done on borrowed slices of the input strings: every candidate entry
  * gets a precedence rank, one sort groups the names, and the highest rank of each name

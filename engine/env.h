@@ -1,4 +1,4 @@
-/* The environment pipeline of SPEC §5 driven by the plan's env section. */
+/* The environment pipeline (policies/README.md, "Environment") driven by the plan's env section. */
 #ifndef A3S_ENV_H
 #define A3S_ENV_H
 

@@ -1,4 +1,4 @@
-/* Network grants (SPEC §6): the exact origins a mediated run may reach. The engine
+/* Network grants (README "Network grants"): the exact origins a mediated run may reach. The engine
  * parses and normalizes them (the approval digest is computed over normalized grants);
  * the host-side mediator (relay/) decides every request against them, and its request
  * parsers validate hosts and authorities the same way. ISO C + POSIX only. */

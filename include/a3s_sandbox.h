@@ -59,7 +59,7 @@ typedef struct a3s_options {
     const char *bwrap;              /* NULL: $A3S_SANDBOX_BWRAP or /usr/bin/bwrap */
     const char *const *policy_path; /* extra policy dirs (NULL-terminated) or NULL */
     const char *const *host_env;    /* environment the policy may read; NULL: environ */
-    bool allow_process_host;        /* explicit opt-in to the unconfined fallback (SPEC §7) */
+    bool allow_process_host;        /* explicit opt-in to the unconfined fallback (no boundary) */
     const char *audit_path;         /* append JSON-lines audit events here, or NULL */
     a3s_audit_fn audit_fn;          /* and/or call this for each event, or NULL */
     void *audit_ud;
@@ -169,8 +169,9 @@ A3S_API const char *a3s_sandbox_fallback_reason(const a3s_sandbox *sb);
 A3S_API int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
                              a3s_error *err);
 A3S_API void a3s_result_free(a3s_result *r);
-/* The result as one JSON object (SPEC §2); malloc'd, NULL on ENOMEM. stdout/stderr are
- * the lossy UTF-8 renderings (always strings); other text is encoded as above. */
+/* The result as one JSON object (README "JSON output"); malloc'd, NULL on ENOMEM.
+ * stdout/stderr are the lossy UTF-8 renderings (always strings); other text is encoded as
+ * above. */
 A3S_API char *a3s_result_json(const a3s_result *r);
 
 /* Run the marker command through the real boundary; A3S_OK when it works. */
@@ -191,7 +192,7 @@ A3S_API char *a3s_sandbox_plan_explain(a3s_sandbox *sb, a3s_error *err);
 /* The most network grants a sandbox holds, and the most specs one grant set may list. */
 #define A3S_MAX_GRANTS 256
 
-/* Network grants (SPEC §6): each opens mediated access to one exact origin, "HOST",
+/* Network grants: each opens mediated access to one exact origin, "HOST",
  * "HOST:PORT", "[V6]" or "[V6]:PORT" (no port: any port). A grant set is normalized: hosts
  * lower-cased, IPv6 literals canonical and without brackets; order does not matter and
  * duplicates collapse.
@@ -219,9 +220,13 @@ A3S_API int a3s_sandbox_grant(a3s_sandbox *sb, const char *spec, const char *exp
 
 /* Switch the sandbox to another policy (name or file) for the executions that follow.
  * The new policy is evaluated and validated first; unless allow_broadening, an update
- * that grants anything the current policy does not (see engine/update.h) is refused
- * with A3S_ERR_POLICY ("policy update broadens <what>; set allow_broadening to accept
- * it") and nothing changes. */
+ * that grants anything the current policy does not is refused with A3S_ERR_POLICY
+ * ("policy update broadens <what>; set allow_broadening to accept it") and nothing
+ * changes. Broadening is: network, host root, a new writable root or read-only exposure,
+ * a removed hide/tmpfs/protect/mask rule, protected name or secret prefix, a new scan
+ * skip, more environment kept or less stripped, a changed env value, a removed syscall
+ * denial or a weaker seccomp setting, a raised limit, a removed or raised quota (rules
+ * labelled `discovered` count like any other). */
 A3S_API int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_broadening,
                                        a3s_error *err);
 

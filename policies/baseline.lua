@@ -1,6 +1,6 @@
---[[ baseline.lua — the a3s_bash_baseline policy (SPEC §5).
+--[[ baseline.lua — the default policy (README "What baseline enforces").
 
-Parity with the original crate's baseline (reference §2), plus the fixes marked ★.
+★ marks a rule that closes a gap of the policy this one was ported from.
 Every rule is declared in this file, so each rule's provenance ("from" in
 `a3s-sandbox plan`) is a line below; lib/ only holds lists and host lookups.
 

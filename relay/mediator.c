@@ -1,4 +1,4 @@
-/* The host-side network mediator for grants (SPEC §6).
+/* The host-side network mediator for grants (relay/README.md).
  *
  * Every read is bounded while it happens (the head buffer never grows), every wait has a
  * deadline, the decision is made on the parsed origin before any upstream byte, names are

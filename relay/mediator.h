@@ -1,4 +1,4 @@
-/* The host-side network mediator for grants (SPEC §6): it listens on a Unix socket that
+/* The host-side network mediator for grants (relay/README.md): it listens on a Unix socket that
  * only the in-sandbox relay reaches, speaks HTTP CONNECT, absolute-form plain HTTP and
  * SOCKS5 (told apart by the first byte: 0x05 is SOCKS), decides each request against the
  * grants BEFORE any upstream byte, and only then connects and relays bytes. */

@@ -1,4 +1,4 @@
-/* a3s-sandbox-mediator: the host-side network mediator of one mediated run (SPEC §6), a
+/* a3s-sandbox-mediator: the host-side network mediator of one mediated run (relay/README.md), a
  * program of its own so that the library starts it with posix_spawn instead of forking
  * (relay/protocol.h, "The helper program"):
  *

@@ -1,4 +1,4 @@
-/* a3s-sandbox-relay: the first program inside a mediated sandbox (SPEC §6).
+/* a3s-sandbox-relay: the first program inside a mediated sandbox (relay/README.md).
  *
  *   a3s-sandbox-relay --channel-fd C [--http HOST:PORT] [--socks HOST:PORT] --filter-fd N
  *                     -- PROGRAM [ARG...]

@@ -1,4 +1,4 @@
-/* The process-host backend (SPEC §7): no local boundary at all. The command runs as the
+/* The process-host backend (README "Fail closed"): no local boundary at all. The command runs as the
  * caller, on the host's filesystem and network, with the same deadline, kill of the whole
  * tree, bounded output, sanitized environment and quotas as a sandboxed one. Only an
  * explicit opt-in (allow_process_host) selects it, and every report names it. On Linux it

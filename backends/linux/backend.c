@@ -151,7 +151,7 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
 }
 
 /* Mediated runs: the command reaches the relay's loopback proxies; whatever the policy
- * and the request said about proxies, these are the only ones (SPEC §6). */
+ * and the request said about proxies, these are the only ones (README "Network grants"). */
 static int set_proxy_env(a3s_strv *env)
 {
     static const char *const drop[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",

@@ -1,4 +1,4 @@
-/* a3s-sandbox: the command-line front end (SPEC §2). The only place that prints and
+/* a3s-sandbox: the command-line front end (README "CLI"). The only place that prints and
  * chooses exit codes; the command line is read in options.c. */
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-/* The locked Lua state a policy is evaluated in (SPEC §4).
+/* The locked Lua state a policy is evaluated in (policies/README.md, "The Lua environment").
  *
- * Shape (reference/anchors-style.md B.8, C.9-C.13):
+ * Shape:
  *   - lua_newstate with a limiting allocator: exact nsize-osize accounting (HAProxy's
  *     hlua_alloc), a hard cap that also covers the C plan the policy builds, and a sticky
  *     "memory limit hit" flag;
@@ -543,7 +543,7 @@ static int l_rep(lua_State *L)
 
 /* setmetatable without __gc: Lua runs finalizers with hooks off (lgc.c GCTM sets
  * allowhook = 0), so a finalizer would escape the instruction budget. An object is only
- * marked for finalization when its metatable has __gc at this moment (manual §2.5.3),
+ * marked for finalization when its metatable has __gc at this moment (Lua 5.4 Reference Manual §2.5.3),
  * so refusing it here is enough. upvalue 1: the base setmetatable. [-2, +1, e] */
 static int l_setmetatable(lua_State *L)
 {

@@ -1,4 +1,4 @@
-/* `require "a3s_sandbox"`: the Lua module for Lua-hosted tools (SPEC §3).
+/* `require "a3s_sandbox"`: the Lua module for Lua-hosted tools (README "Lua module").
  *
  * Operational failures return nil, message; misuse (wrong argument types, unknown
  * options) raises.

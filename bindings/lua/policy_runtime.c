@@ -1,7 +1,7 @@
 /* The Lua policy engine: resolve a policy and evaluate it into a plan in a locked Lua
- * state (SPEC §4), the seam of engine/policy.h.
+ * state (policies/README.md), the seam of engine/policy.h.
  *
- * Shape (reference/anchors-style.md B.8, C.9-C.13):
+ * Shape:
  *   - the locked state (lua_state.c): a limiting allocator, an instruction and clock
  *     budget, allowlisted libraries, text-only loads, `require` limited to the policy
  *     search path, read-only shared tables;

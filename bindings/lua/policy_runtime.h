@@ -1,5 +1,5 @@
 /* The Lua policy engine (the policy seam of engine/policy.h): a locked Lua state that
- * evaluates a policy into a plan (SPEC §4). No Lua survives evaluation: the state is
+ * evaluates a policy into a plan (policies/README.md). No Lua survives evaluation: the state is
  * closed before eval returns. */
 #ifndef A3S_POLICY_RUNTIME_H
 #define A3S_POLICY_RUNTIME_H

@@ -1,4 +1,4 @@
--- lib/credentials.lua: where credentials live (reference §2.4). Data and pure lookups
+-- lib/credentials.lua: where credentials live. Data and pure lookups
 -- only: baseline.lua declares the rules, so every rule's provenance names that file.
 
 local path = require "lib.path"

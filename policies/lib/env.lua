@@ -1,4 +1,4 @@
--- lib/env.lua: the environment lists of the baseline (reference §2.5, SPEC §5 ★).
+-- lib/env.lua: the environment lists of the baseline (policies/README.md, "Environment").
 -- Matching of strip names and prefixes is case-insensitive (engine/env.c).
 
 local M = {}

@@ -1,12 +1,12 @@
 -- lib/toolchains.lua: toolchain roots to re-expose read-only under the hidden home, so
--- offline toolchains keep working (SPEC §5). A query of the host only: it returns
+-- offline toolchains keep working (baseline.lua). A query of the host only: it returns
 -- canonical existing directories and changes no plan.
 
 local path = require "lib.path"
 
 local M = {}
 
--- The original's environment list (reference §2.2), plus PYENV_ROOT (pyenv's shims run
+-- Toolchain location variables, plus PYENV_ROOT (pyenv's shims run
 -- its libexec and versions).
 M.env_vars = {
   "CARGO_HOME", "RUSTUP_HOME", "GOPATH", "GOROOT", "GOMODCACHE", "NVM_DIR", "FNM_DIR",

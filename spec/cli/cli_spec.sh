@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CLI surface (reference §6.20, SPEC §2): digest, capabilities, plan, run (argv and
+# The CLI surface (README "CLI"): digest, capabilities, plan, run (argv and
 # -c forms), --version/--help, check, exit statuses, and refusals where nothing runs.
 source "$(dirname "$0")/lib.sh"
 require_sandbox

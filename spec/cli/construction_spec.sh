@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Construction, probe and fail-closed refusals (reference §6.1, SPEC §2 and §7: bad
+# Construction, probe and fail-closed refusals (README "CLI" and "Fail closed": bad
 # input gets a clear error, exit 125, and nothing runs). Every refusal is checked on
 # the host: a marker file the command would have created never appears.
 source "$(dirname "$0")/lib.sh"
@@ -176,7 +176,7 @@ refused "missing policy file" "no-such-policy.lua" "$marker"
 run_cli -w "$ws" -p no-such-policy-name -c "touch '$marker'"
 refused "unknown policy name" "no-such-policy-name" "$marker"
 
-# --- process-host opt-in (SPEC §7) -------------------------------------------------------
+# --- process-host opt-in (README "Fail closed") -----------------------------------------
 run_guarded A3S_SANDBOX_BWRAP=/nonexistent -- -w "$ws" --allow-process-host \
   -c "touch '$marker'; printf host-ran"
 check "--allow-process-host: the command runs" eq "$OUT" "host-ran"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Deadlines and process-tree teardown (reference §6.12): a deadline kills the whole tree
+# Deadlines and process-tree teardown: a deadline kills the whole tree
 # (exit 124, timed_out, a "deadline" denial), a normal exit leaves nothing running (plain
 # background jobs, setsid, double fork, nohup), the CLI returns as soon as the command
 # exits, and no sandboxed process survives the CLI.

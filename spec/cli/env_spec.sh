@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Environment composition (reference §6.8, SPEC §5 Environment): explicit entries, what
+# Environment composition (README "What baseline enforces"): explicit entries, what
 # the host environment may and may not carry in, the re-homing of HOME/TMP/XDG to the
 # per-run scratch dir, dropped capabilities and scrubbed proxies.
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Filesystem writes and protected workspace entries (reference §6.3, §6.4; SPEC §5):
+# Filesystem writes and protected workspace entries (README "What baseline enforces"):
 # only ordinary workspace content and the scratch dir are writable; control metadata
 # (.git .a3s .codex ... in any letter case) is read-only; missing protected entries are
 # pinned for the run and never left behind; the host outside the workspace is unchanged;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network grants end to end (reference §6.10, §6.16; SPEC §6): the command reaches one
+# Network grants end to end (README "Network grants"): the command reaches one
 # granted origin through the relay and the host mediator, and nothing else: denied
 # CONNECTs never reach the upstream, raw TCP has no route, AF_UNIX is denied, wildcard and
 # malformed grants are refused, stale approvals refuse the run, digests move with grants,

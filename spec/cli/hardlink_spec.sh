@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hard links (reference §6.7, §3.4; SPEC §5): a pre-planted hard link to an outside file
+# Hard links (README "What baseline enforces"): a pre-planted hard link to an outside file
 # is masked (no read, no write through it); new hard links cannot be made inside
 # (seccomp denies link/linkat); hard links in node_modules/target that alias a workspace
 # credential (.env) are masked too; an alias of an ordinary outside file in a package

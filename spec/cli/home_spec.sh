@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A workspace inside HOME: HOME stays hidden (siblings and credentials invisible), the
-# workspace itself is writable, and toolchains still work. Plus §6.19: overlapping and
+# workspace itself is writable, and toolchains still work. Plus: overlapping and
 # repeated executions on one workspace stay isolated and stable.
 source "$(dirname "$0")/lib.sh"
 require_sandbox
@@ -35,7 +35,7 @@ $canary"
 hrun -- python3 -c 'print(6*7)'
 check "toolchains still work with the workspace in HOME" eq "$OUT" 42
 
-# §6.19: overlapping executions on one workspace keep their outputs apart.
+# Overlapping executions on one workspace keep their outputs apart.
 w2=$(tmpdir)
 o1=$(mktemp) o2=$(mktemp)
 "$A3S" -w "$w2" -c 'sleep 0.3; printf %s slow-done' >"$o1" 2>/dev/null </dev/null &

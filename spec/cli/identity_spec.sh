@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Who the command is on the host (SPEC §8; THREAT_MODEL "Root callers"): a root caller's
+# Who the command is on the host (README and THREAT_MODEL.md, "Root callers"): a root caller's
 # command runs under an unprivileged mapped id, so root-only host files stay unreadable
 # while the workspace and the scratch dir keep working (idmapped mounts, files owned by
 # root on the host); where the workspace cannot be idmapped the run is refused unless

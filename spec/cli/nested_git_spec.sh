@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Git metadata below the top of the workspace, and gitdir tricks (SPEC §8): a submodule's
+# Git metadata below the top of the workspace, and gitdir tricks (THREAT_MODEL.md): a submodule's
 # `.git` file, a nested repository's `.git` directory and what a `.git` file names are
 # read-only, and their directories cannot be moved, so a command cannot make host git
 # (which recurses into submodules) run something. A `.git` variant such as `.GIT` naming

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network (reference §6.9, SPEC §5 ★ private network namespace): no socket of any family
+# Network (the baseline's private network namespace): no socket of any family
 # can be created, socketpair(AF_UNIX) still works, a listener on the host is never
 # contacted, and the sandbox sees only its own loopback interface.
 source "$(dirname "$0")/lib.sh"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Output bounding (reference §6.13, §3.7): one global 100 KiB head+tail budget shared by
-# both streams, the original's marker and accounting, stream identity kept, lossy UTF-8
+# Output bounding : one global 100 KiB head+tail budget shared by
+# both streams, the truncation marker and its accounting, stream identity kept, lossy UTF-8
 # per stream, and the live (non --json) CLI output equal to the rendered capture.
 source "$(dirname "$0")/lib.sh"
 require_sandbox

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Resource quotas (reference §6.14 + issue proofs): a fork bomb under a process limit,
+# Resource quotas (policies/README.md, "Limits"): a fork bomb under a process limit,
 # a memory hog under a memory limit, a CPU quota, a file-size limit; cgroups removed
 # afterwards; fail closed where no cgroup is writable (an unprivileged caller here, or a
-# cgroup root pointed at a read-only directory); and the audit trail (§6.18).
+# cgroup root pointed at a read-only directory); and the audit trail.
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 
@@ -103,7 +103,7 @@ else
   check "no writable cgroup: nothing ran (processes)" test ! -e "$ws/procs-ran"
 fi
 
-# Audit trail (§6.18): attributable events, no secret value.
+# Audit trail: attributable events, no secret value.
 audit=$(tmpdir)/audit.jsonl
 canary="audit-canary-$RANDOM$RANDOM"
 run_cli -w "$ws" --json --audit "$audit" -e "API_TOKEN=$canary" -t 0.2 -c 'sleep 3'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The relay's channel to the mediator (SPEC §6, §9; THREAT_MODEL): with a grant, the
+# The relay's channel to the mediator (relay/README.md; THREAT_MODEL.md): with a grant, the
 # command can never obtain an AF_UNIX socket or make anything look a socket path up. It
 # cannot re-point the relay (no socket path exists to replace), cannot ptrace the relay or
 # copy its fds (pidfd_getfd), cannot reach a host socket through a datagram socketpair,

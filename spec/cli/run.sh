@@ -37,6 +37,10 @@ mkdir -p "$stage/bindings/cli"
 cp -r "$A3S_SOURCE_DIR/bindings/cli/man" "$A3S_SOURCE_DIR/bindings/cli/completion" \
   "$stage/bindings/cli/"
 cp "$A3S_SOURCE_DIR/README.md" "$stage/README.md"
+# The docs (docs_spec runs their examples), at their places in the tree.
+(cd "$A3S_SOURCE_DIR" && for f in *.md */README.md */*/README.md; do
+  [ -f "$f" ] && mkdir -p "$stage/$(dirname "$f")" && cp "$f" "$stage/$f"
+done)
 chmod -R a+rX "$stage"
 chmod 0755 "$stage"
 spec_copy="$stage/spec/cli/$(basename "$spec")"

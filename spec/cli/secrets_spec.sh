@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Credentials and secret files (reference §6.5, SPEC §5 "Credentials and secrets" and
-# "Always hidden"): workspace .env* files anywhere (except in .git/node_modules/target)
+# Credentials and secret files (README "What baseline enforces",
+# Filesystem): workspace .env* files anywhere (except in .git/node_modules/target)
 # are unreadable and unwritable; the caller's HOME, /root, /home, /run and the host temp
 # dir are empty inside; /etc/shadow cannot be read. Canaries must never reach output.
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exit codes and stream identity (reference §6.2, SPEC §2): stdout and stderr stay
+# Exit codes and stream identity (README "CLI"): stdout and stderr stay
 # separate and exact, the command's status comes back as the CLI's status (128+N for a
 # signal, 126/127 for not executable / not found), the --json object is exact, paths
 # with spaces work, argv is passed without re-quoting, and stdin is forwarded.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Symlinks (reference §6.6, §3.4; SPEC §5 "Symlinks at protected or secret paths fail
-# closed"): a workspace symlink to an outside dir is not a way out; a symlink to an
+# Symlinks (README "What baseline enforces": a symlink at a protected or secret path
+# fails closed): a workspace symlink to an outside dir is not a way out; a symlink to an
 # outside secret in a hidden place leaks nothing, whether planted before a run, between
 # runs or during one; a symlink at a protected or secret path refuses the run (125).
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fail closed when user namespaces are unavailable (SPEC §7). Simulated honestly: the CLI
+# Fail closed when user namespaces are unavailable (README "Fail closed"). Simulated honestly: the CLI
 # runs inside an outer bubblewrap sandbox that forbids creating user namespaces, so the
 # real bwrap fails the way it does on such a host. Nothing may run; with the explicit
 # opt-in the command runs with the process-host backend and a warning.

@@ -1,4 +1,4 @@
--- The baseline policy as a plan (SPEC §5, reference §2), read through sb:plan(): the
+-- The baseline policy as a plan (policies/baseline.lua), read through sb:plan(): the
 -- filesystem rules, the environment pipeline, the seccomp denials, the limits, the
 -- provenance of every declared rule, and a digest that does not depend on the host
 -- roots.

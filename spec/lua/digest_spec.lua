@@ -1,4 +1,4 @@
--- Policy digest vectors (SPEC §4 Digest): pinned for the shipped policies, identical
+-- Policy digest vectors (policies/README.md, the digest): pinned for the shipped policies, identical
 -- across workspaces, users' homes, PATHs and hosts (the digest comes from an evaluation
 -- against a neutral host), and different for any rule change.
 --

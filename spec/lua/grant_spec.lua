@@ -1,4 +1,4 @@
--- sb:grant{} and sb:grant_set() through the Lua module (reference §6.16): digest-pinned,
+-- sb:grant{} and sb:grant_set() through the Lua module: digest-pinned,
 -- exact, idempotent, recorded in results; stale and wildcard grants refused and nothing
 -- changes. The approval digest covers the policy and the exact grant set (normalized,
 -- order-free), so an approval is never replayed with other grants; at most 256 grants.

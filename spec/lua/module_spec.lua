@@ -1,4 +1,4 @@
--- The Lua module (SPEC §3): construction, probe, exec (shell and argv forms), result
+-- The Lua module (README "Lua module"): construction, probe, exec (shell and argv forms), result
 -- fields, timeouts, explicit env, stdin, the live observer (deltas, errors propagate and
 -- the tree is killed), argument checking, digest/plan/capabilities, close.
 --

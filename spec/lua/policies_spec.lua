@@ -128,7 +128,7 @@ function TestPolicies:test_every_policy_has_a_distinctive_test()
   end
 end
 
--- SPEC §4: moving a live sandbox from the baseline to a derived policy is refused when
+-- replace_policy: moving a live sandbox from the baseline to a derived policy is refused when
 -- it broadens anything. review and strict-ci only narrow; offline-build broadens (host
 -- caches, a longer deadline, new environment values).
 function TestPolicies:test_replace_policy_from_baseline()

@@ -1,5 +1,5 @@
 /* Request texts shared by the mediator's unit tests (test_mediator_*.c): shown() keeps a
- * quoted request on one TAP line, and the gate7 corpus of malformed CONNECT lines is
+ * quoted request on one TAP line, and the corpus of malformed CONNECT lines is
  * refused by the parser and by a live mediator alike. */
 #ifndef A3S_MEDIATOR_CASES_H
 #define A3S_MEDIATOR_CASES_H
@@ -25,8 +25,8 @@ static inline const char *shown(const char *s)
     o[j] = '\0';
     return o;
 }
-/* The original's gate7 malformed CONNECT corpus, reference §6.11. */
-static const char *const gate7_corpus[] = {
+/* Malformed CONNECT request lines, every one refused. */
+static const char *const bad_connect_corpus[] = {
     "",
     "GET / HTTP/1.1",
     "CONNECT",

@@ -1,5 +1,5 @@
-/* Unit tests for engine/capture.c: the global head+tail output budget (reference §3.7,
- * ports of the §6.13 process.rs units) plus a randomized comparison with a naive model. */
+/* Unit tests for engine/capture.c: the global head+tail output budget plus
+ * a randomized comparison with a naive model. */
 #include "capture.h"
 
 #include <stdint.h>

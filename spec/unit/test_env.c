@@ -1,4 +1,4 @@
-/* Unit tests for engine/env.c: the environment pipeline (reference §2.5, SPEC §5). The
+/* Unit tests for engine/env.c: the environment pipeline. The
  * plan's env section is filled directly from static data (no plan builder needed). */
 #include "env.h"
 

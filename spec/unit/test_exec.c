@@ -1,6 +1,6 @@
 /* Unit tests of backends/linux/exec.c on plain host processes (no sandbox): exit status, stream
- * identity, stdin, fd hygiene, rlimits, the deadline and the kill of the whole tree
- * (reference §6.12 process.rs tests), and which caller stdin fds the command may hold
+ * identity, stdin, fd hygiene, rlimits, the deadline and the kill of the whole tree, and
+ * which caller stdin fds the command may hold
  * (only a read-only pipe; a terminal, socket, file or writable fd is forwarded), and what
  * is read from bwrap's --json-status-fd lines. */
 #include <errno.h>
@@ -276,7 +276,7 @@ int main(void)
     ok_streq(r.out, "/usr/bin:/bin|\n", "environment is exactly envp");
     run_free(&r);
 
-    /* Deadline: the background job must die with the tree (§6.12). */
+    /* Deadline: the background job must die with the tree. */
     unsigned long long bound = bound_ms(50);
     unsigned long long t0 = a3s_now_ms();
     sh(&r, "(sleep 0.30; touch timeout-leak) & sleep 20", 50, NULL);

@@ -426,10 +426,10 @@ static void test_live_one_request(void)
 static void test_live_malformed(void)
 {
     char req[512];
-    for (size_t i = 0; i < sizeof gate7_corpus / sizeof *gate7_corpus; i++) {
-        snprintf(req, sizeof req, "%s\r\n\r\n", gate7_corpus[i]);
+    for (size_t i = 0; i < sizeof bad_connect_corpus / sizeof *bad_connect_corpus; i++) {
+        snprintf(req, sizeof req, "%s\r\n\r\n", bad_connect_corpus[i]);
         char what[96];
-        snprintf(what, sizeof what, "gate7 corpus '%s'", gate7_corpus[i]);
+        snprintf(what, sizeof what, "malformed CONNECT '%s'", bad_connect_corpus[i]);
         expect_refused(req, strlen(req), "HTTP/1.1 400", what);
     }
     /* More, all aimed at the real upstream so a leak would show (the last '@'
