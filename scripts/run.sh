@@ -2,10 +2,11 @@
 # Quick start: install what is missing, build, and run the CLI with the given arguments,
 # e.g. scripts/run.sh -- echo inside sandbox
 #
-# Nothing is staged: the helper programs (launcher, relay, mediator) and the shipped
-# policies are built into the CLI, so it runs from any directory, this source tree
-# included, and no file the command could rewrite is what a later run executes or
-# enforces.
+# The helper programs (launcher, relay, mediator) and the shipped policies are built into
+# the CLI, so one file is the whole program. It runs from a copy outside the source tree:
+# the default workspace is the current directory, often this very tree, and a workspace
+# that holds the running program is refused (the command could replace it for the next
+# run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${A3S_BUILD_DIR:-$here/build}
@@ -16,4 +17,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   echo "run.sh: first run: configuring and building in $build (usually about a minute)..." >&2
 fi
 "$here/scripts/build.sh"
-exec "$build/a3s-sandbox" "$@"
+stage=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/a3s-sandbox/bin
+mkdir -p "$stage"
+install -m 0755 "$build/a3s-sandbox" "$stage/a3s-sandbox.new"
+mv -f "$stage/a3s-sandbox.new" "$stage/a3s-sandbox"
+exec "$stage/a3s-sandbox" "$@"
