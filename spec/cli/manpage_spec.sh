@@ -58,8 +58,8 @@ for v in $help_env; do
 done
 # Every variable the code reads is in --help (the sources are not staged for the
 # unprivileged run, which checks the rest).
-if [ -d "$SRC/engine" ]; then
-  read_env=$(grep -rhoE '(getenv|getenv_of|a3s_sandbox_getenv|a3s_linux_getenv|helper_path)\([^"()]*"[A-Z][A-Z0-9_]*"' \
+if [ -f "$SRC/engine/run.c" ]; then
+  read_env=$(grep -rhoE '(getenv|getenv_of|a3s_sandbox_getenv|a3s_linux_getenv|helper_override)\([^"()]*"[A-Z][A-Z0-9_]*"' \
                "$SRC/engine" "$SRC/backends" "$SRC/bindings" "$SRC/relay" --include='*.c' |
              grep -oE '"[A-Z][A-Z0-9_]*"' | tr -d '"' | sort -u)
   check "the code reads variables ($(wc -w <<<"$read_env"))" test "$(wc -w <<<"$read_env")" -ge 10

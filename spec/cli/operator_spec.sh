@@ -77,7 +77,7 @@ digest=$("$A3S" digest -w "$ws")
 run_cli -v -w "$ws" -e SPEC_TOKEN=hunter2-secret-value -- printf %s out-ok
 check "-v: the run works" eq "$RC" 0
 check "-v: stdout is the command's only" eq "$OUT" "out-ok"
-check "-v: the policy and its file" grep -qE '^a3s-sandbox: verbose: policy baseline \(/.*/baseline\.lua\)$' <<<"$ERR"
+check "-v: the policy and its file" grep -qE '^a3s-sandbox: verbose: policy baseline \((/.*/|<builtin>/)baseline\.lua\)$' <<<"$ERR"
 check "-v: the digest" contains "$ERR" "a3s-sandbox: verbose: policy digest $digest"
 check "-v: the backend" contains "$ERR" "a3s-sandbox: verbose: backend linux-bwrap"
 check "-v: the workspace" contains "$ERR" "a3s-sandbox: verbose: workspace $real_ws"
