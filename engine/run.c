@@ -76,15 +76,18 @@ static int check_cwd(const char *cwd, a3s_error *err)
         return a3s_fail(err, A3S_ERR_INVALID,
                         "exec: the working directory is empty (\".\" is the workspace)");
     if (cwd[0] == '/')
-        return a3s_fail(err, A3S_ERR_INVALID, "exec: the working directory '%s' must be a "
-                        "path relative to the workspace", cwd);
+        return a3s_fail(err, A3S_ERR_INVALID,
+                        "exec: the working directory '%s' must be a path relative to the "
+                        "workspace",
+                        cwd);
     if (strlen(cwd) >= 4096)
         return a3s_fail(err, A3S_ERR_INVALID, "exec: the working directory is too long");
     for (const char *p = cwd; *p;) {
         size_t n = strcspn(p, "/");
         if (n == 2 && p[0] == '.' && p[1] == '.')
-            return a3s_fail(err, A3S_ERR_INVALID, "exec: the working directory '%s' must "
-                            "not have a '..' component", cwd);
+            return a3s_fail(err, A3S_ERR_INVALID,
+                            "exec: the working directory '%s' must not have a '..' component",
+                            cwd);
         p += n;
         p += strspn(p, "/");
     }

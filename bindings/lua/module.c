@@ -179,8 +179,10 @@ static a3s_sandbox *check_sb(lua_State *L)
     /* Only from one of its own callbacks: the engine is inside an exec of this sandbox
      * and its state must not change (or be freed) under it. */
     if (u->busy)
-        luaL_error(L, "a3s_sandbox: %s: the sandbox is running a command (called from one "
-                      "of its callbacks)", fn_name(L));
+        luaL_error(L,
+                   "a3s_sandbox: %s: the sandbox is running a command (called from one "
+                   "of its callbacks)",
+                   fn_name(L));
     return u->sb;
 }
 
@@ -212,8 +214,7 @@ static void check_keys(lua_State *L, int idx, int arg, const char *const *known)
 
 /* Optional string field of the table at idx (argument `arg`); raises on a wrong type.
  * [-0, +0, v] */
-static const char *opt_string_field(lua_State *L, int idx, int arg, const char *key,
-                                    size_t *len)
+static const char *opt_string_field(lua_State *L, int idx, int arg, const char *key, size_t *len)
 {
     int t = lua_getfield(L, idx, key);
     const char *s = NULL;
@@ -346,8 +347,10 @@ static int l_close(lua_State *L)
     lsandbox *u = check_self(L);
     /* __gc cannot get here while busy: l_exec holds the userdata on its stack. */
     if (u->busy)
-        return luaL_error(L, "a3s_sandbox: %s: the sandbox is running a command (called "
-                             "from one of its callbacks)", fn_name(L));
+        return luaL_error(L,
+                          "a3s_sandbox: %s: the sandbox is running a command (called "
+                          "from one of its callbacks)",
+                          fn_name(L));
     a3s_sandbox_free(u->sb); /* idempotent: __gc and __close may both run */
     u->sb = NULL;
     if (u->audit.fn_ref != LUA_NOREF) {
@@ -437,9 +440,9 @@ static const char *push_grant_spec(lua_State *L, int idx, int arg, int entry)
     int t = lua_getfield(L, idx, "host");
     if (t != LUA_TSTRING)
         arg_error(L, arg,
-                  t != LUA_TNIL ? (entry ? "entry %d: 'host' must be a string"
-                                         : "'host' must be a string")
-                                : (entry ? "entry %d: 'host' is required" : "'host' is required"),
+                  t != LUA_TNIL
+                      ? (entry ? "entry %d: 'host' must be a string" : "'host' must be a string")
+                      : (entry ? "entry %d: 'host' is required" : "'host' is required"),
                   entry);
     const char *host = lua_tostring(L, -1);
     lua_pop(L, 1); /* the host stays referenced by the table */
@@ -449,8 +452,9 @@ static const char *push_grant_spec(lua_State *L, int idx, int arg, int entry)
         int isint = 0;
         port = lua_tointegerx(L, -1, &isint);
         if (!isint)
-            arg_error(L, arg, entry ? "entry %d: 'port' must be an integer"
-                                    : "'port' must be an integer", entry);
+            arg_error(L, arg,
+                      entry ? "entry %d: 'port' must be an integer" : "'port' must be an integer",
+                      entry);
     }
     lua_pop(L, 1);
     luaL_Buffer b;
@@ -512,8 +516,9 @@ static int l_grant_set(lua_State *L)
         count++;
     }
     if (count != n)
-        return arg_error(L, 2, "the grants must be a list (options go in the second "
-                               "argument)");
+        return arg_error(L, 2,
+                         "the grants must be a list (options go in the second "
+                         "argument)");
     a3s_error err = {0};
     char d[65];
     if (n > A3S_MAX_GRANTS) {
@@ -557,8 +562,8 @@ static int l_capabilities(lua_State *L)
  *   -> result | nil, err */
 static int l_exec(lua_State *L)
 {
-    static const char *const keys[] = {"timeout", "env", "stdin", "cwd", "on_output", "mirror",
-                                       NULL};
+    static const char *const keys[] = {"timeout",   "env",    "stdin", "cwd",
+                                       "on_output", "mirror", NULL};
     a3s_sandbox *sb = check_sb(L);
     lua_settop(L, 3); /* slot 3 is the options table (or nil); scratch values go above */
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
