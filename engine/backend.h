@@ -86,6 +86,10 @@ typedef struct a3s_run_spec {
     const a3s_strv *env;          /* the composed environment of the command */
     char *const *argv;            /* argv form, or NULL */
     const char *shell_command;    /* bash -c form, or NULL; neither: a probe */
+    /* Where the command starts, relative to the workspace (a3s_exec_request.cwd, its
+     * spelling checked: not absolute, no ".."), or NULL: the workspace. The backend
+     * resolves it below the workspace and refuses the run when it is not a directory. */
+    const char *cwd;
     const a3s_grant *grants;      /* mediated network when ngrants > 0 */
     size_t ngrants;
     bool pin; /* false: a read-only question (the plan): nothing is pinned */

@@ -42,6 +42,7 @@ int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
         .env = &pp->env,
         .argv = req ? (char *const *)req->argv : NULL,
         .shell_command = req ? req->shell_command : NULL,
+        .cwd = req ? req->cwd : NULL,
         .grants = sb->grants,
         .ngrants = sb->ngrants,
         .pin = pin,
@@ -67,6 +68,32 @@ void a3s_sandbox_prepared_free(a3s_sandbox *sb, a3s_prepared *pp)
     pp->scratch = NULL;
 }
 
+/* The working directory's spelling: relative and inside the workspace by its words
+ * alone. Where it leads is the backend's to check, below the workspace it mounts. */
+static int check_cwd(const char *cwd, a3s_error *err)
+{
+    if (!*cwd)
+        return a3s_fail(err, A3S_ERR_INVALID,
+                        "exec: the working directory is empty (\".\" is the workspace)");
+    if (cwd[0] == '/')
+        return a3s_fail(err, A3S_ERR_INVALID,
+                        "exec: the working directory '%s' must be a path relative to the "
+                        "workspace",
+                        cwd);
+    if (strlen(cwd) >= 4096)
+        return a3s_fail(err, A3S_ERR_INVALID, "exec: the working directory is too long");
+    for (const char *p = cwd; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return a3s_fail(err, A3S_ERR_INVALID,
+                            "exec: the working directory '%s' must not have a '..' component",
+                            cwd);
+        p += n;
+        p += strspn(p, "/");
+    }
+    return 0;
+}
+
 static int check_request(const a3s_exec_request *req, a3s_error *err)
 {
     if (!req || (!req->argv == !req->shell_command))
@@ -81,6 +108,8 @@ static int check_request(const a3s_exec_request *req, a3s_error *err)
     for (size_t i = 0; req->env && req->env[i]; i++)
         if (a3s_env_check_entry(req->env[i], err) < 0)
             return -1;
+    if (req->cwd && check_cwd(req->cwd, err) < 0)
+        return -1;
     return 0;
 }
 

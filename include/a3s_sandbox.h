@@ -105,9 +105,15 @@ typedef struct a3s_exec_request {
      * the signal in the caller). The fds stay the caller's; their flags are unchanged. */
     bool mirror;
     int mirror_fd[2];
+    /* Where the command starts: a directory of the workspace, relative to it ("." is the
+     * workspace; no leading '/', no ".." component), or NULL: the workspace. A symbolic
+     * link on the way is followed only while it stays inside the workspace. One that is
+     * not an existing directory there refuses the run before the command starts. */
+    const char *cwd;
 } a3s_exec_request;
 
-#define A3S_EXEC_REQUEST_INIT {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}}
+#define A3S_EXEC_REQUEST_INIT                                                              \
+    {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}, NULL}
 
 typedef struct a3s_result {
     /* Rendered captures (head, marker, tail), lossy UTF-8, NUL-terminated. */

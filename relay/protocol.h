@@ -50,6 +50,8 @@
  *           removed;
  *           mask: a directory gets an empty read-only tmpfs, anything else /dev/null;
  *           tmpfs: a private writable tmpfs.
+ *   cwd     PATH relative to the workspace, resolved below it (symbolic links followed
+ *           while they stay there): the command starts in that directory; A..D=0
  *   ids     A,B=uid,gid to run as in the sandbox's user namespace, C,D=uid,gid the
  *           command sees (a nested user namespace maps C to A and D to B)
  *

@@ -5,6 +5,7 @@
  * reuses the Linux run resources and supervisor (backends/linux). */
 #include "host_backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,6 +77,7 @@ static void hb_run_close(a3s_backend *base, a3s_backend_run *run)
         return;
     a3s_strv_free(&run->env);
     free(run->host_argv);
+    free(run->host_cwd);
     a3s_runres_close(&run->res);
     free(run);
 }
@@ -120,6 +122,16 @@ static int hb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
     for (size_t i = 0; i < spec->env->n; i++)
         if (a3s_strv_push(&run->env, spec->env->v[i]) < 0)
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    /* The command starts there by path (no boundary to enter it by fd): checked below the
+     * workspace first, as the native backend checks it. */
+    if (spec->cwd) {
+        if (spec->pin && a3s_linux_check_cwd(be->h.ws_fd, spec->cwd, err) < 0)
+            return -1;
+        size_t n = strlen(be->h.workspace) + strlen(spec->cwd) + 2;
+        if (!(run->host_cwd = malloc(n)))
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        snprintf(run->host_cwd, n, "%s/%s", be->h.workspace, spec->cwd);
+    }
     return host_argv(be, run, spec, err);
 }
 
@@ -141,7 +153,8 @@ static int hb_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     host_backend *be = (host_backend *)base;
     memset(o, 0, sizeof *o);
     a3s_launch l;
-    a3s_linux_launch_init(&l, run->plan, io, be->h.workspace, &run->res);
+    a3s_linux_launch_init(&l, run->plan, io, run->host_cwd ? run->host_cwd : be->h.workspace,
+                          &run->res);
     bool refused = false;
     if (a3s_runres_quota(&run->res, &be->quota, run->plan, io->id, &l, &refused, err) < 0) {
         o->quota_refused = refused;

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/openat2.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bwrap.h"
@@ -30,6 +32,28 @@ static const char *getenv_of(const a3s_backend_host *h, const char *name)
 const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name)
 {
     return getenv_of(h, name);
+}
+
+int a3s_linux_check_cwd(int ws_fd, const char *cwd, a3s_error *err)
+{
+    struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    int fd = -1;
+    /* RESOLVE_* lookups return EAGAIN when a rename raced with them: retry a little. */
+    for (int i = 0; i < 64; i++) {
+        fd = (int)syscall(SYS_openat2, ws_fd, cwd, &how, sizeof how);
+        if (fd >= 0 || errno != EAGAIN)
+            break;
+    }
+    if (fd >= 0) {
+        (void)close(fd);
+        return 0;
+    }
+    const char *why = errno == ENOENT    ? "does not exist in the workspace"
+                      : errno == ENOTDIR ? "is not a directory"
+                      : errno == EXDEV   ? "leads out of the workspace"
+                                         : strerror(errno);
+    return a3s_fail(err, A3S_ERR_INVALID, "exec: the working directory '%s' %s", cwd, why);
 }
 
 /* The workspace must not hold the state records (pins, scratch owners) that later runs
@@ -294,6 +318,13 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         if (set_proxy_env(&run->env) < 0)
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
         cmd.relay = be->relay ? be->relay : A3S_FD_PATH(A3S_FD_RELAY_IMAGE);
+    }
+    /* The setup step enters it inside the sandbox, below the workspace mount; checking
+     * it here first gives the caller a refusal that says why. */
+    if (spec->cwd) {
+        if (spec->pin && a3s_linux_check_cwd(be->h.ws_fd, spec->cwd, err) < 0)
+            return -1;
+        cmd.cwd = spec->cwd;
     }
     if (spec->argv)
         cmd.argv = spec->argv;

@@ -162,6 +162,8 @@ static void build_setup(builder *b, builder *rec)
         push_rec(rec, o->kind, o->path + skip, o->id ? (unsigned long long)o->id->dev : 0,
                  o->id ? (unsigned long long)o->id->ino : 0, o->flags, (unsigned long long)o->type);
     }
+    if (c->cwd)
+        push_rec(rec, "cwd", c->cwd, 0, 0, 0, 0);
     /* Mapped: run as sandbox uid 1 (the unprivileged host id), shown as root. */
     if (c->mapped)
         push_rec(rec, "ids", "", 1, 1, 0, 0);
@@ -544,6 +546,9 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     /* Hidden directories become read-only last, once nothing more is mounted inside. */
     for (size_t i = b.nremount; i-- > 0;)
         push3(&b, "--remount-ro", b.remount[i], NULL);
+    /* The workspace itself, even with a working directory below it: where the workspace
+     * comes as an idmapped mount, bwrap sees only the empty mount point, and the setup
+     * step enters the working directory once the mount is made (a "cwd" record). */
     push3(&b, "--chdir", p->workspace ? p->workspace : "/", NULL);
     push(&b, "--clearenv");
     for (size_t i = 0; i < env->n; i++) {

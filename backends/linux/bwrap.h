@@ -14,6 +14,7 @@
 typedef struct a3s_bwrap_cmd {
     char *const *argv;         /* argv form, or NULL */
     const char *shell_command; /* bash -c form, or NULL */
+    const char *cwd;           /* where it starts, relative to the workspace, or NULL */
     const char *shell;         /* trusted bash, absolute */
     /* a3s-sandbox-launch: always the first program inside. A host path, or the embedded
      * image's A3S_FD_PATH(A3S_FD_LAUNCHER_IMAGE) (protocol.h), which needs no mount. */

@@ -45,8 +45,10 @@ struct a3s_backend_run {
     bool mediated; /* grants: the relay runs first, the mediator outside */
     const a3s_grant *grants;
     size_t ngrants;
-    /* process-host only: the argv it runs (bash -c ...) */
+    /* process-host only: the argv it runs (bash -c ...), and where it starts (the
+     * workspace joined with the request's cwd; NULL: the workspace) */
     char **host_argv;
+    char *host_cwd;
 };
 
 /* Make the linux-bwrap backend. Fails only for what no run could do without (trusted
@@ -69,6 +71,11 @@ int a3s_linux_check_state_root(const a3s_backend_host *h, a3s_error *err);
 /* plancheck.c: backend.h plan_check for this host (h: the workspace's fd for its paths). */
 int a3s_linux_plan_check(const a3s_backend_host *h, const a3s_plan *p, bool host,
                          a3s_error *err);
+/* The request's working directory (relative, its spelling checked by the engine) must
+ * be a directory below the workspace, symbolic links followed only while they stay
+ * there: checked on the host before anything starts, so the caller gets a clear
+ * refusal. Returns 0, or -1 with A3S_ERR_INVALID. */
+int a3s_linux_check_cwd(int ws_fd, const char *cwd, a3s_error *err);
 /* The supervisor's launch for io (deadline, budget, limits, callbacks, mirror). */
 void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *io,
                            const char *cwd, a3s_runres *res);

@@ -590,6 +590,7 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     ctx c = {.wsfd = -1, .null_src = -1, .mask_fs = -1, .ws = ""};
     int rc = 0, scratch_fd = -1;
+    const char *cwd = NULL;
     for (size_t i = 0; i + 1 < n && rc == 0; i++) {
         op *o = &ops[i];
         if (is_kind(o, "root")) {
@@ -597,6 +598,8 @@ int a3s_setup_run(bool keep_relay_fds)
                 rc = fail("two workspace records");
             else if ((rc = apply_root(&c, o, &c.wsfd)) == 0)
                 c.ws = o->path;
+        } else if (is_kind(o, "cwd")) {
+            cwd = o->path; /* entered once every mount is made and verified */
         } else if (is_kind(o, "scratch")) {
             if (scratch_fd >= 0)
                 rc = fail("two scratch records");
@@ -613,6 +616,19 @@ int a3s_setup_run(bool keep_relay_fds)
         int d = openat(c.wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0 || fchdir(d) < 0)
             rc = fail("entering the workspace: %s", strerror(errno));
+        if (d >= 0)
+            close(d);
+    }
+    /* The command's working directory, below the workspace mount as the command sees it
+     * (O_PATH: entering a directory needs only search permission). */
+    if (rc == 0 && cwd) {
+        int d = c.wsfd < 0 ? -1
+                           : sys_openat2(c.wsfd, cwd, O_PATH | O_DIRECTORY,
+                                         RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        if (c.wsfd < 0)
+            rc = fail("the working directory %s: the workspace is not mounted", cwd);
+        else if (d < 0 || fchdir(d) < 0)
+            rc = fail("the working directory %s: %s", cwd, strerror(errno));
         if (d >= 0)
             close(d);
     }

@@ -11,10 +11,17 @@
  * the data is caught too). The first error value stays on the stack of sb:exec, a
  * failing observer stops the run (the tree is killed at once), and only after
  * a3s_sandbox_exec has returned and released everything is that very value raised again
- * with lua_error. After an error no Lua value is touched until then. */
+ * with lua_error. After an error no Lua value is touched until then.
+ *
+ * Argument errors name the function the way Lua names its own ("bad argument #1 to
+ * 'exec'"), whatever the form of the call: luaL_argerror takes the name from the caller's
+ * code, which has none for pcall(sb.exec, sb, 42). So every function of the module carries
+ * its own name (upvalue 1) and whether it is a method (upvalue 2: self is not counted,
+ * as Lua counts it for sb:exec(...)), and the checks here use them. */
 #include <jansson.h>
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,16 +124,65 @@ static int on_output(void *ud, int stream, const char *data, size_t len, size_t 
     return call_protected(x, x->output_idx, &a) == 0 ? 0 : 1;
 }
 
+/* The running function's own name (see the top of the file). */
+static const char *fn_name(lua_State *L)
+{
+    const char *name = lua_tostring(L, lua_upvalueindex(1));
+    return name ? name : "?";
+}
+
+/* Raise "bad argument #N to 'NAME' (message)" for the stack slot `arg`; a method's self
+ * is "calling 'NAME' on bad self". [-0, +0, v] */
+static int arg_error(lua_State *L, int arg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const char *msg = lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    if (lua_toboolean(L, lua_upvalueindex(2)) && --arg == 0)
+        return luaL_error(L, "calling '%s' on bad self (%s)", fn_name(L), msg);
+    return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fn_name(L), msg);
+}
+
+/* What luaL_typeerror says, under the function's own name. [-0, +0, v] */
+static int type_error(lua_State *L, int arg, const char *expected)
+{
+    const char *got;
+    if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING)
+        got = lua_tostring(L, -1);
+    else if (lua_type(L, arg) == LUA_TLIGHTUSERDATA)
+        got = "light userdata";
+    else
+        got = luaL_typename(L, arg);
+    return arg_error(L, arg, "%s expected, got %s", expected, got);
+}
+
+static void check_table(lua_State *L, int arg)
+{
+    if (lua_type(L, arg) != LUA_TTABLE)
+        type_error(L, arg, "table");
+}
+
+static lsandbox *check_self(lua_State *L)
+{
+    lsandbox *u = luaL_testudata(L, 1, SANDBOX_MT);
+    if (!u)
+        type_error(L, 1, SANDBOX_MT);
+    return u;
+}
+
 static a3s_sandbox *check_sb(lua_State *L)
 {
-    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    lsandbox *u = check_self(L);
     if (!u->sb)
-        luaL_error(L, "a3s_sandbox: the sandbox is closed");
+        luaL_error(L, "a3s_sandbox: %s: the sandbox is closed", fn_name(L));
     /* Only from one of its own callbacks: the engine is inside an exec of this sandbox
      * and its state must not change (or be freed) under it. */
     if (u->busy)
-        luaL_error(L, "a3s_sandbox: the sandbox is running a command (called from one of "
-                      "its callbacks)");
+        luaL_error(L,
+                   "a3s_sandbox: %s: the sandbox is running a command (called from one "
+                   "of its callbacks)",
+                   fn_name(L));
     return u->sb;
 }
 
@@ -138,35 +194,47 @@ static int push_fail(lua_State *L, const char *msg)
     return 2;
 }
 
-/* Raise on an unknown key of an options table at `idx`. [-0, +0, v] */
-static void check_keys(lua_State *L, int idx, const char *what, const char *const *known)
+/* Raise on an unknown key of the options table at `idx`, argument `arg`. [-0, +0, v] */
+static void check_keys(lua_State *L, int idx, int arg, const char *const *known)
 {
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         lua_pop(L, 1); /* value */
         if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s: option keys must be strings", what);
+            arg_error(L, arg, "option keys must be strings");
         const char *k = lua_tostring(L, -1);
         bool ok = false;
         for (size_t i = 0; known[i]; i++)
             if (strcmp(k, known[i]) == 0)
                 ok = true;
         if (!ok)
-            luaL_error(L, "%s: unknown option '%s'", what, k);
+            arg_error(L, arg, "unknown option '%s'", k);
     }
 }
 
-/* Optional string field of the table at idx; raises on a wrong type. [-0, +0, v] */
-static const char *opt_string_field(lua_State *L, int idx, const char *key, size_t *len)
+/* Optional string field of the table at idx (argument `arg`); raises on a wrong type.
+ * [-0, +0, v] */
+static const char *opt_string_field(lua_State *L, int idx, int arg, const char *key, size_t *len)
 {
     int t = lua_getfield(L, idx, key);
     const char *s = NULL;
     if (t == LUA_TSTRING)
         s = lua_tolstring(L, -1, len);
     else if (t != LUA_TNIL)
-        luaL_error(L, "option '%s' must be a string", key);
+        arg_error(L, arg, "option '%s' must be a string", key);
     lua_pop(L, 1); /* the string stays alive: it is referenced by the options table */
     return s;
+}
+
+/* Optional boolean field of the table at idx (argument `arg`). [-0, +0, v] */
+static bool opt_bool_field(lua_State *L, int idx, int arg, const char *key)
+{
+    int t = lua_getfield(L, idx, key);
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+        arg_error(L, arg, "option '%s' must be a boolean", key);
+    bool b = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return b;
 }
 
 /* JSON value -> Lua value. [-0, +1, m] */
@@ -230,28 +298,21 @@ static int push_json_text(lua_State *L, char *text, const a3s_error *err)
     return 1;
 }
 
-/* sandbox.new{ workspace=, policy=, allow_process_host=, allow_host_root= } -> sb | nil, err */
+/* sandbox.new{ workspace=, policy=, bwrap=, audit=, allow_process_host=, allow_host_root= }
+ *   -> sb | nil, err */
 static int l_new(lua_State *L)
 {
     static const char *const keys[] = {"workspace", "policy", "allow_process_host", "bwrap",
                                        "audit", "allow_host_root", NULL};
     a3s_options o = {0};
     if (!lua_isnoneornil(L, 1)) {
-        luaL_checktype(L, 1, LUA_TTABLE);
-        check_keys(L, 1, "sandbox.new", keys);
-        o.workspace = opt_string_field(L, 1, "workspace", NULL);
-        o.policy = opt_string_field(L, 1, "policy", NULL);
-        o.bwrap = opt_string_field(L, 1, "bwrap", NULL);
-        int t = lua_getfield(L, 1, "allow_process_host");
-        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-            luaL_error(L, "option 'allow_process_host' must be a boolean");
-        o.allow_process_host = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        t = lua_getfield(L, 1, "allow_host_root");
-        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-            luaL_error(L, "option 'allow_host_root' must be a boolean");
-        o.allow_host_root = lua_toboolean(L, -1);
-        lua_pop(L, 1);
+        check_table(L, 1);
+        check_keys(L, 1, 1, keys);
+        o.workspace = opt_string_field(L, 1, 1, "workspace", NULL);
+        o.policy = opt_string_field(L, 1, 1, "policy", NULL);
+        o.bwrap = opt_string_field(L, 1, 1, "bwrap", NULL);
+        o.allow_process_host = opt_bool_field(L, 1, 1, "allow_process_host");
+        o.allow_host_root = opt_bool_field(L, 1, 1, "allow_host_root");
     }
     lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->sb = NULL;
@@ -269,7 +330,7 @@ static int l_new(lua_State *L)
             o.audit_fn = on_audit;
             o.audit_ud = &u->audit;
         } else if (t != LUA_TNIL) {
-            return luaL_error(L, "option 'audit' must be a file path or a function");
+            return arg_error(L, 1, "option 'audit' must be a file path or a function");
         } else {
             lua_pop(L, 1);
         }
@@ -283,11 +344,13 @@ static int l_new(lua_State *L)
 
 static int l_close(lua_State *L)
 {
-    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    lsandbox *u = check_self(L);
     /* __gc cannot get here while busy: l_exec holds the userdata on its stack. */
     if (u->busy)
-        return luaL_error(L, "a3s_sandbox: the sandbox is running a command (called from "
-                             "one of its callbacks)");
+        return luaL_error(L,
+                          "a3s_sandbox: %s: the sandbox is running a command (called "
+                          "from one of its callbacks)",
+                          fn_name(L));
     a3s_sandbox_free(u->sb); /* idempotent: __gc and __close may both run */
     u->sb = NULL;
     if (u->audit.fn_ref != LUA_NOREF) {
@@ -299,7 +362,7 @@ static int l_close(lua_State *L)
 
 static int l_tostring(lua_State *L)
 {
-    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    lsandbox *u = check_self(L);
     if (u->sb)
         lua_pushfstring(L, "a3s.Sandbox(%s, %s)", a3s_sandbox_workspace(u->sb),
                         a3s_sandbox_policy_name(u->sb));
@@ -353,16 +416,14 @@ static int l_replace_policy(lua_State *L)
 {
     static const char *const keys[] = {"allow_broadening", NULL};
     a3s_sandbox *sb = check_sb(L);
-    const char *policy = luaL_checkstring(L, 2);
+    const char *policy = lua_tostring(L, 2);
+    if (!policy)
+        type_error(L, 2, "string");
     bool allow = false;
     if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        check_keys(L, 3, "replace_policy", keys);
-        int t = lua_getfield(L, 3, "allow_broadening");
-        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-            return luaL_error(L, "option 'allow_broadening' must be a boolean");
-        allow = lua_toboolean(L, -1);
-        lua_pop(L, 1);
+        check_table(L, 3);
+        check_keys(L, 3, 3, keys);
+        allow = opt_bool_field(L, 3, 3, "allow_broadening");
     }
     a3s_error err = {0};
     if (a3s_sandbox_replace_policy(sb, policy, allow, &err) != A3S_OK)
@@ -372,19 +433,28 @@ static int l_replace_policy(lua_State *L)
 }
 
 /* The "HOST[:PORT]" spec of the { host =, port = } table at idx (absolute), pushed; IPv6
- * hosts get brackets when a port follows. [-0, +1, v] */
-static const char *push_grant_spec(lua_State *L, int idx, const char *what)
+ * hosts get brackets when a port follows. Errors are of argument `arg`, "entry N: " when
+ * `entry` is not 0. [-0, +1, v] */
+static const char *push_grant_spec(lua_State *L, int idx, int arg, int entry)
 {
-    const char *host = opt_string_field(L, idx, "host", NULL);
-    if (!host)
-        luaL_error(L, "%s: 'host' is required", what);
-    int t = lua_getfield(L, idx, "port");
+    int t = lua_getfield(L, idx, "host");
+    if (t != LUA_TSTRING)
+        arg_error(L, arg,
+                  t != LUA_TNIL
+                      ? (entry ? "entry %d: 'host' must be a string" : "'host' must be a string")
+                      : (entry ? "entry %d: 'host' is required" : "'host' is required"),
+                  entry);
+    const char *host = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the host stays referenced by the table */
+    t = lua_getfield(L, idx, "port");
     lua_Integer port = 0;
     if (t != LUA_TNIL) {
         int isint = 0;
         port = lua_tointegerx(L, -1, &isint);
         if (!isint)
-            luaL_error(L, "%s: 'port' must be an integer", what);
+            arg_error(L, arg,
+                      entry ? "entry %d: 'port' must be an integer" : "'port' must be an integer",
+                      entry);
     }
     lua_pop(L, 1);
     luaL_Buffer b;
@@ -409,10 +479,10 @@ static int l_grant(lua_State *L)
 {
     static const char *const keys[] = {"host", "port", "digest", NULL};
     a3s_sandbox *sb = check_sb(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    check_keys(L, 2, "grant", keys);
-    const char *digest = opt_string_field(L, 2, "digest", NULL);
-    const char *spec = push_grant_spec(L, 2, "grant");
+    check_table(L, 2);
+    check_keys(L, 2, 2, keys);
+    const char *digest = opt_string_field(L, 2, 2, "digest", NULL);
+    const char *spec = push_grant_spec(L, 2, 2, 0);
     a3s_error err = {0};
     char d[65];
     if (a3s_sandbox_grant(sb, spec, digest, d, &err) != A3S_OK)
@@ -429,12 +499,12 @@ static int l_grant_set(lua_State *L)
     static const char *const keys[] = {"digest", NULL};
     static const char *const entry_keys[] = {"host", "port", NULL};
     a3s_sandbox *sb = check_sb(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
+    check_table(L, 2);
     const char *digest = NULL;
     if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        check_keys(L, 3, "grant_set", keys);
-        digest = opt_string_field(L, 3, "digest", NULL);
+        check_table(L, 3);
+        check_keys(L, 3, 3, keys);
+        digest = opt_string_field(L, 3, 3, "digest", NULL);
     }
     lua_settop(L, 3);
     /* A list and nothing else: an approval slipped into it (grant_set{ ..., digest = d })
@@ -446,8 +516,9 @@ static int l_grant_set(lua_State *L)
         count++;
     }
     if (count != n)
-        return luaL_error(L, "grant_set: the grants must be a list (options go in the second "
-                             "argument)");
+        return arg_error(L, 2,
+                         "the grants must be a list (options go in the second "
+                         "argument)");
     a3s_error err = {0};
     char d[65];
     if (n > A3S_MAX_GRANTS) {
@@ -464,14 +535,14 @@ static int l_grant_set(lua_State *L)
             specs[i - 1] = lua_tostring(L, -1);
         } else if (t == LUA_TTABLE) {
             int e = lua_gettop(L);
-            check_keys(L, e, "grant_set", entry_keys);
-            specs[i - 1] = push_grant_spec(L, e, "grant_set");
+            check_keys(L, e, 2, entry_keys);
+            specs[i - 1] = push_grant_spec(L, e, 2, (int)i);
             lua_remove(L, e);
         } else {
-            return luaL_error(L,
-                              "grant_set: entry %d must be a \"HOST[:PORT]\" string or a "
-                              "{ host =, port = } table, got %s",
-                              (int)i, luaL_typename(L, -1));
+            return arg_error(L, 2,
+                             "entry %d must be a \"HOST[:PORT]\" string or a "
+                             "{ host =, port = } table, got %s",
+                             (int)i, luaL_typename(L, -1));
         }
     }
     if (a3s_sandbox_grant_set(sb, specs, (size_t)n, digest, d, &err) != A3S_OK)
@@ -487,10 +558,12 @@ static int l_capabilities(lua_State *L)
     return push_json_text(L, a3s_sandbox_capabilities_json(sb, &err), &err);
 }
 
-/* sb:exec(command | argv, { timeout=, env=, stdin=, on_output=, mirror= }) -> result | nil, err */
+/* sb:exec(command | argv, { timeout=, env=, stdin=, cwd=, on_output=, mirror= })
+ *   -> result | nil, err */
 static int l_exec(lua_State *L)
 {
-    static const char *const keys[] = {"timeout", "env", "stdin", "on_output", "mirror", NULL};
+    static const char *const keys[] = {"timeout",   "env",    "stdin", "cwd",
+                                       "on_output", "mirror", NULL};
     a3s_sandbox *sb = check_sb(L);
     lua_settop(L, 3); /* slot 3 is the options table (or nil); scratch values go above */
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
@@ -505,11 +578,11 @@ static int l_exec(lua_State *L)
     } else if (cmd_type == LUA_TTABLE) {
         lua_Integer n = luaL_len(L, 2);
         if (n < 1)
-            return luaL_argerror(L, 2, "argv table must not be empty");
+            return arg_error(L, 2, "argv table must not be empty");
         argv = lua_newuserdatauv(L, sizeof *argv * (size_t)(n + 1), 0); /* GC-owned */
         for (lua_Integer i = 1; i <= n; i++) {
             if (lua_geti(L, 2, i) != LUA_TSTRING)
-                return luaL_argerror(L, 2, "argv entries must be strings");
+                return arg_error(L, 2, "argv entries must be strings");
             size_t len;
             argv[i - 1] = lua_tolstring(L, -1, &len);
             if (memchr(argv[i - 1], '\0', len))
@@ -519,19 +592,19 @@ static int l_exec(lua_State *L)
         argv[n] = NULL;
         req.argv = argv;
     } else {
-        return luaL_argerror(L, 2, "command string or argv table expected");
+        return arg_error(L, 2, "command string or argv table expected");
     }
 
     lsandbox *u = lua_touserdata(L, 1);
     lexec x = {L, 0, 0, false, 0};
     const char **env = NULL;
     if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        check_keys(L, 3, "exec", keys);
+        check_table(L, 3);
+        check_keys(L, 3, 3, keys);
         int t = lua_getfield(L, 3, "timeout");
         if (t != LUA_TNIL) {
             if (t != LUA_TNUMBER)
-                return luaL_error(L, "option 'timeout' must be a number (seconds)");
+                return arg_error(L, 3, "option 'timeout' must be a number (seconds)");
             lua_Number s = lua_tonumber(L, -1);
             if (!(s > 0) || s > 86400)
                 return push_fail(L, "exec: the command timeout must be greater than zero "
@@ -540,8 +613,13 @@ static int l_exec(lua_State *L)
         }
         lua_pop(L, 1);
         size_t stdin_len = 0;
-        req.stdin_data = opt_string_field(L, 3, "stdin", &stdin_len);
+        req.stdin_data = opt_string_field(L, 3, 3, "stdin", &stdin_len);
         req.stdin_len = stdin_len;
+        /* cwd: the library checks the rest (relative, no "..", a directory there). */
+        size_t cwd_len = 0;
+        req.cwd = opt_string_field(L, 3, 3, "cwd", &cwd_len);
+        if (req.cwd && memchr(req.cwd, '\0', cwd_len))
+            return push_fail(L, "exec: the working directory contains a NUL byte");
         t = lua_getfield(L, 3, "env");
         if (t == LUA_TTABLE) {
             size_t n = 0;
@@ -557,7 +635,7 @@ static int l_exec(lua_State *L)
             lua_pushnil(L);
             while (lua_next(L, anchor - 2) != 0) {
                 if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-                    return luaL_error(L, "option 'env' must map strings to strings");
+                    return arg_error(L, 3, "option 'env' must map strings to strings");
                 size_t kl, vl;
                 const char *k = lua_tolstring(L, -2, &kl);
                 const char *v = lua_tolstring(L, -1, &vl);
@@ -577,30 +655,26 @@ static int l_exec(lua_State *L)
             env[i] = NULL;
             req.env = env;
         } else if (t != LUA_TNIL) {
-            return luaL_error(L, "option 'env' must be a table");
+            return arg_error(L, 3, "option 'env' must be a table");
         }
         /* mirror = true: the output goes live to the host's own fds 1 and 2, the way the
          * CLI prints it (a stalled reader never holds the deadline off, no SIGPIPE; a
          * reader that goes away kills the tree: r.output_closed). What Lua buffered is
          * written first. */
-        t = lua_getfield(L, 3, "mirror");
-        if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-            return luaL_error(L, "option 'mirror' must be a boolean");
-        if (lua_toboolean(L, -1)) {
+        if (opt_bool_field(L, 3, 3, "mirror")) {
             req.mirror = true;
             req.mirror_fd[0] = 1;
             req.mirror_fd[1] = 2;
             fflush(stdout);
             fflush(stderr);
         }
-        lua_pop(L, 1);
         t = lua_getfield(L, 3, "on_output");
         if (t == LUA_TFUNCTION) {
             x.output_idx = lua_gettop(L);
             req.on_output = on_output;
             req.output_ud = &x;
         } else if (t != LUA_TNIL) {
-            return luaL_error(L, "option 'on_output' must be a function");
+            return arg_error(L, 3, "option 'on_output' must be a function");
         }
     }
 
@@ -657,15 +731,30 @@ static const luaL_Reg module_funcs[] = {
 
 int luaopen_a3s_sandbox(lua_State *L);
 
+/* Set the functions of `l` into the table on top, each a closure over its own name and
+ * whether it is a method (see the top of the file). */
+static void set_named(lua_State *L, const luaL_Reg *l, bool method)
+{
+    for (; l->name; l++) {
+        if (!l->func)
+            continue;
+        lua_pushstring(L, l->func == l_close ? "close" : l->name); /* __gc, __close too */
+        lua_pushboolean(L, method);
+        lua_pushcclosure(L, l->func, 2);
+        lua_setfield(L, -2, l->name);
+    }
+}
+
 int luaopen_a3s_sandbox(lua_State *L)
 {
     luaL_newmetatable(L, SANDBOX_MT);
-    luaL_setfuncs(L, sandbox_meta, 0);
+    set_named(L, sandbox_meta, true);
     luaL_newlibtable(L, sandbox_methods);
-    luaL_setfuncs(L, sandbox_methods, 0);
+    set_named(L, sandbox_methods, true);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
-    luaL_newlib(L, module_funcs);
+    luaL_newlibtable(L, module_funcs);
+    set_named(L, module_funcs, false);
     lua_pushstring(L, a3s_version());
     lua_setfield(L, -2, "version");
     return 1;

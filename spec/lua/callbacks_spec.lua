@@ -136,6 +136,23 @@ function TestCallbacks:observer_raises(value)
   sb:close()
 end
 
+-- An error object with a metatable, raised with a level from a function the observer
+-- calls, comes back from a plain sb:exec call as that very object (no message, position
+-- or traceback added), and the sandbox is usable afterwards.
+function TestCallbacks:test_observer_error_object_identity()
+  local sb = assert(sandbox.new{ workspace = self.ws })
+  local obj = setmetatable({ code = 42 }, { __tostring = function() return "E42" end })
+  local function deep() error(obj, 2) end
+  local ok, err = pcall(function()
+    return sb:exec("echo hi", { on_output = function() deep() end })
+  end)
+  lu.assertFalse(ok)
+  lu.assertTrue(rawequal(err, obj), "the same object is raised, got " .. tostring(err))
+  lu.assertEquals(err.code, 42)
+  lu.assertEquals(assert(sb:exec "printf again").stdout, "again")
+  sb:close()
+end
+
 function TestCallbacks:test_observer_string_error()
   self:observer_raises "observer broke"
 end

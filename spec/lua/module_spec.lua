@@ -6,7 +6,8 @@
 -- Exits 77 (skip) when the sandbox boundary is unavailable, unless A3S_MUST_WORK=1.
 -- LUA_PATH may arrive without its ";;" (CMake splits ENVIRONMENT on ';'): fall back to
 -- the system Lua directories for luaunit.
-local lu = require("spec_helper").lu
+local H = require "spec_helper"
+local lu = H.lu
 local sandbox = require "a3s_sandbox"
 
 local function sh(cmd)
@@ -275,6 +276,113 @@ function TestModule:test_wrong_argument_types_raise()
   lu.assertFalse(pcall(sandbox.new, { workspace = self.ws, allow_process_host = "yes" }))
   lu.assertFalse(pcall(sandbox.new, "not a table"))
   lu.assertFalse(pcall(sb.probe, 42))
+end
+
+-- Misuse raises an argument error that names the method or function as Lua names its
+-- own, whatever the form of the call (sb:exec(42), pcall(sb.exec, sb, 42)): a method's
+-- arguments are counted without self, a wrong self is "calling 'exec' on bad self", and
+-- an option's error is an error of the options argument.
+function TestModule:test_argument_errors_name_the_function()
+  local sb = self.sb
+  local function raises(expect, f, ...)
+    local ok, err = pcall(f, ...)
+    lu.assertFalse(ok, expect)
+    lu.assertStrContains(tostring(err), expect)
+    lu.assertNotStrContains(tostring(err), "'?'")
+  end
+  raises("bad argument #1 to 'exec' (command string or argv table expected", sb.exec, sb, 42)
+  raises("bad argument #1 to 'exec' (command string or argv table expected",
+         function() return sb:exec(42) end)
+  raises("bad argument #1 to 'exec' (argv table must not be empty)", sb.exec, sb, {})
+  raises("bad argument #1 to 'exec' (argv entries must be strings)", sb.exec, sb, { "printf", 42 })
+  raises("bad argument #2 to 'exec' (table expected, got string)", sb.exec, sb, "true", "x")
+  raises("bad argument #2 to 'exec' (unknown option 'bogus')", sb.exec, sb, "true", { bogus = 1 })
+  raises("bad argument #2 to 'exec' (option 'timeout' must be a number", sb.exec, sb, "true",
+         { timeout = "5" })
+  raises("bad argument #2 to 'exec' (option 'env' must be a table)", sb.exec, sb, "true",
+         { env = "FOO=bar" })
+  raises("bad argument #2 to 'exec' (option 'stdin' must be a string)", sb.exec, sb, "true",
+         { stdin = 5 })
+  raises("bad argument #2 to 'exec' (option 'on_output' must be a function)", sb.exec, sb,
+         "true", { on_output = "print" })
+  raises("bad argument #2 to 'exec' (option 'cwd' must be a string)", sb.exec, sb, "true",
+         { cwd = 5 })
+  raises("calling 'exec' on bad self (a3s.Sandbox expected, got number)", sb.exec, 42, "true")
+  for _, m in ipairs { "probe", "digest", "plan", "explain", "capabilities", "close" } do
+    raises("calling '" .. m .. "' on bad self (a3s.Sandbox expected, got number)", sb[m], 42)
+    raises("calling '" .. m .. "' on bad self (a3s.Sandbox expected, got no value)", sb[m])
+  end
+  raises("bad argument #1 to 'replace_policy' (string expected, got no value)",
+         sb.replace_policy, sb)
+  raises("bad argument #2 to 'replace_policy' (table expected, got number)", sb.replace_policy,
+         sb, "baseline", 5)
+  raises("bad argument #2 to 'replace_policy' (unknown option 'x')", sb.replace_policy, sb,
+         "baseline", { x = 1 })
+  raises("bad argument #1 to 'grant' (table expected, got string)", sb.grant, sb, "example.com")
+  raises("bad argument #1 to 'grant' ('host' is required)", sb.grant, sb, {})
+  raises("bad argument #1 to 'grant_set' (table expected, got no value)", sb.grant_set, sb)
+  raises("bad argument #2 to 'grant_set' (table expected, got number)", sb.grant_set, sb, {}, 5)
+  raises("bad argument #1 to 'grant_set' (entry 1 must be", sb.grant_set, sb, { 5 })
+  raises("bad argument #1 to 'new' (table expected, got string)", sandbox.new, "not a table")
+  raises("bad argument #1 to 'new' (option 'workspace' must be a string)", sandbox.new,
+         { workspace = 1 })
+  raises("bad argument #1 to 'new' (unknown option 'unknown_option')", sandbox.new,
+         { unknown_option = true })
+  -- A closed sandbox names the method too.
+  local closed = assert(sandbox.new { workspace = self.ws })
+  closed:close()
+  raises("exec: the sandbox is closed", closed.exec, closed, "true")
+  raises("digest: the sandbox is closed", function() return closed:digest() end)
+end
+
+-- exec{ cwd = DIR }: the command starts in DIR, a directory of the workspace given
+-- relative to it; anything else is refused before the command runs (nil, message).
+local function cwd_cases(self, sb)
+  os.execute("mkdir -p " .. q(self.ws .. "/sub/dir"))
+  local r = assert(sb:exec("pwd -P", { cwd = "sub/dir" }))
+  lu.assertEquals(r.stdout, self.ws .. "/sub/dir\n")
+  r = assert(sb:exec({ "bash", "-c", "pwd -P" }, { cwd = "./sub/" }))
+  lu.assertEquals(r.stdout, self.ws .. "/sub\n")
+  r = assert(sb:exec("pwd -P", { cwd = "." }))
+  lu.assertEquals(r.stdout, self.ws .. "\n")
+  -- A symbolic link that stays inside the workspace is followed.
+  os.execute("ln -s sub/dir " .. q(self.ws .. "/inside"))
+  r = assert(sb:exec("pwd -P", { cwd = "inside" }))
+  lu.assertEquals(r.stdout, self.ws .. "/sub/dir\n")
+  -- Refused: what is not a relative path inside the workspace, and what is not a
+  -- directory there. Nothing runs.
+  os.execute("ln -s /etc " .. q(self.ws .. "/outside"))
+  os.execute("ln -s ../.. " .. q(self.ws .. "/sub/up"))
+  H.write(self.ws .. "/afile", "x")
+  local refused = {
+    ["/"] = "relative", ["/etc"] = "relative", [self.ws .. "/sub"] = "relative",
+    [".."] = "'..'", ["../x"] = "'..'", ["sub/.."] = "'..'", ["sub/../sub"] = "'..'",
+    [""] = "empty", ["sub\0x"] = "NUL",
+    ["missing"] = "does not exist", ["sub/missing/deeper"] = "does not exist",
+    ["afile"] = "not a directory", ["afile/x"] = "not a directory",
+    ["outside"] = "out of the workspace", ["sub/up"] = "out of the workspace",
+  }
+  for cwd, why in pairs(refused) do
+    local r2, err = sb:exec("touch ran", { cwd = cwd })
+    lu.assertNil(r2, ("cwd %q was refused"):format(cwd))
+    lu.assertStrContains(err, "working directory")
+    lu.assertStrContains(err, why)
+    lu.assertFalse(exists(self.ws .. "/ran"), ("nothing ran for cwd %q"):format(cwd))
+  end
+end
+
+function TestModule:test_cwd()
+  cwd_cases(self, self.sb)
+end
+
+-- The process-host fallback (no boundary) starts the command in the same place and
+-- refuses the same directories.
+function TestModule:test_cwd_process_host()
+  local sb = assert(sandbox.new { workspace = self.ws, bwrap = "/nonexistent/bwrap",
+                                  allow_process_host = true })
+  lu.assertEquals(assert(sb:capabilities()).backend, "process-host")
+  cwd_cases(self, sb)
+  sb:close()
 end
 
 function TestModule:test_digest_equals_cli_digest()
