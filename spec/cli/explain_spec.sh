@@ -19,7 +19,7 @@ for section in "Policy baseline" "Network" "Filesystem" "Workspace rules" "Envir
   check "explain has section: $section" contains "$OUT" "$section"
 done
 check "a filesystem rule with its provenance" contains "$OUT" "hide      /home"
-check "provenance names baseline.lua with a line" test -n "$(echo "$OUT" | grep -E '\^ policies/baseline\.lua:[0-9]+' | head -1)"
+check "provenance names baseline.lua with a line" test -n "$(echo "$OUT" | grep -E '\^ (policies|<builtin>)/baseline\.lua:[0-9]+' | head -1)"
 check "seccomp rule listed with errno" test -n "$(echo "$OUT" | grep -E 'deny keyctl +-> EPERM')"
 check "the digest is the one of 'digest'" contains "$OUT" "$("$A3S" digest -w "$ws")"
 

@@ -51,7 +51,9 @@ hidden() {
     "$@"
   fi
 }
-in_home() { (cd "$home" && HOME="$home" hidden "$@"); }
+# From a project directory in $HOME (HOME itself is never a workspace).
+mkdir -p "$home/project"
+in_home() { (cd "$home/project" && HOME="$home" hidden "$@"); }
 
 out=$(in_home "$cli" -- printf installed-cli-ok 2>&1)
 check "from \$HOME, build tree hidden: -- printf runs" eq "$out" "installed-cli-ok"
