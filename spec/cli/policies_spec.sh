@@ -123,7 +123,7 @@ code"
   check "review: the error is read-only file system" contains "$ERR" "Read-only file system"
   run_cli plan --policy review -w "$w"
   check "review: the workspace rule is read_only, from review.lua" eq \
-    "$(jv "[[r['kind'], r['from'].rsplit(':', 1)[0].endswith('policies/review.lua')] for r in d['fs'] if r['path'] == '$(canon "$w")']")" \
+    "$(jv "[[r['kind'], r['from'].rsplit(':', 1)[0].endswith(('policies/review.lua', '<builtin>/review.lua'))] for r in d['fs'] if r['path'] == '$(canon "$w")']")" \
     '[["read_only", true]]'
   check "review: no writable rule left inside the workspace" eq \
     "$(jv "[r['path'] for r in d['fs'] if r['kind'] == 'writable' and (r['path'] + '/').startswith('$(canon "$w")/')]")" '[]'
