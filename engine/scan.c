@@ -318,7 +318,9 @@ static int read_top(struct scan *s, struct top_entry **out, size_t *nout)
 {
     *out = NULL;
     *nout = 0;
-    int fd = fcntl(s->wsfd, F_DUPFD_CLOEXEC, 0);
+    /* A file description of its own: a duplicate would share the directory offset with
+     * the sandbox's workspace fd, and the next scan through it would list nothing. */
+    int fd = openat(s->wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return a3s_scan_io_fail(s, errno, "list");
     DIR *d = fdopendir(fd);
