@@ -212,24 +212,33 @@ static void check_keys(lua_State *L, int idx, int arg, const char *const *known)
     }
 }
 
-/* Optional string field of the table at idx (argument `arg`); raises on a wrong type.
- * [-0, +0, v] */
+/* Field key of the table at idx (absolute), read raw: options are data, and reading them
+ * runs no code of the caller's (a metamethod could close the sandbox, or swap a string
+ * out from under a pointer). Its type. [-0, +1, -] */
+static int raw_field(lua_State *L, int idx, const char *key)
+{
+    lua_pushstring(L, key);
+    return lua_rawget(L, idx);
+}
+
+/* Optional string field of the table at idx (absolute; argument `arg`); raises on a wrong
+ * type. A string found stays on the stack, so it lives as long as this call whatever a
+ * callback does to the options table meanwhile. [-0, +(0|1), v] */
 static const char *opt_string_field(lua_State *L, int idx, int arg, const char *key, size_t *len)
 {
-    int t = lua_getfield(L, idx, key);
-    const char *s = NULL;
+    int t = raw_field(L, idx, key);
     if (t == LUA_TSTRING)
-        s = lua_tolstring(L, -1, len);
-    else if (t != LUA_TNIL)
+        return lua_tolstring(L, -1, len);
+    if (t != LUA_TNIL)
         arg_error(L, arg, "option '%s' must be a string", key);
-    lua_pop(L, 1); /* the string stays alive: it is referenced by the options table */
-    return s;
+    lua_pop(L, 1);
+    return NULL;
 }
 
 /* Optional boolean field of the table at idx (argument `arg`). [-0, +0, v] */
 static bool opt_bool_field(lua_State *L, int idx, int arg, const char *key)
 {
-    int t = lua_getfield(L, idx, key);
+    int t = raw_field(L, idx, key);
     if (t != LUA_TNIL && t != LUA_TBOOLEAN)
         arg_error(L, arg, "option '%s' must be a boolean", key);
     bool b = lua_toboolean(L, -1);
@@ -321,10 +330,10 @@ static int l_new(lua_State *L)
     luaL_setmetatable(L, SANDBOX_MT);
     if (!lua_isnoneornil(L, 1)) {
         /* audit = "path" (JSON lines appended) or function(json_line) */
-        int t = lua_getfield(L, 1, "audit");
+        int t = raw_field(L, 1, "audit");
         if (t == LUA_TSTRING) {
             o.audit_path = lua_tostring(L, -1);
-            lua_pop(L, 1); /* the string stays referenced by the options table */
+            lua_insert(L, -2); /* kept on the stack, below the sandbox (returned on top) */
         } else if (t == LUA_TFUNCTION) {
             u->audit.fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
             o.audit_fn = on_audit;
@@ -437,16 +446,15 @@ static int l_replace_policy(lua_State *L)
  * `entry` is not 0. [-0, +1, v] */
 static const char *push_grant_spec(lua_State *L, int idx, int arg, int entry)
 {
-    int t = lua_getfield(L, idx, "host");
+    int t = raw_field(L, idx, "host");
     if (t != LUA_TSTRING)
         arg_error(L, arg,
                   t != LUA_TNIL
                       ? (entry ? "entry %d: 'host' must be a string" : "'host' must be a string")
                       : (entry ? "entry %d: 'host' is required" : "'host' is required"),
                   entry);
-    const char *host = lua_tostring(L, -1);
-    lua_pop(L, 1); /* the host stays referenced by the table */
-    t = lua_getfield(L, idx, "port");
+    const char *host = lua_tostring(L, -1); /* kept on the stack */
+    t = raw_field(L, idx, "port");
     lua_Integer port = 0;
     if (t != LUA_TNIL) {
         int isint = 0;
@@ -576,18 +584,25 @@ static int l_exec(lua_State *L)
             return push_fail(L, "exec: the command contains a NUL byte");
         req.shell_command = s;
     } else if (cmd_type == LUA_TTABLE) {
-        lua_Integer n = luaL_len(L, 2);
+        /* Raw, bounded, and anchored in a table of our own: a metamethod runs no code
+         * here, a length cannot overflow the allocation, and a callback that empties the
+         * caller's table during the run cannot free an argument under us. */
+        lua_Unsigned n = lua_rawlen(L, 2);
         if (n < 1)
             return arg_error(L, 2, "argv table must not be empty");
+        if (n > 65536)
+            return arg_error(L, 2, "argv table has more than 65536 entries");
         argv = lua_newuserdatauv(L, sizeof *argv * (size_t)(n + 1), 0); /* GC-owned */
-        for (lua_Integer i = 1; i <= n; i++) {
-            if (lua_geti(L, 2, i) != LUA_TSTRING)
+        lua_createtable(L, (int)n, 0);
+        int anchor = lua_gettop(L);
+        for (lua_Unsigned i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, 2, (lua_Integer)i) != LUA_TSTRING)
                 return arg_error(L, 2, "argv entries must be strings");
             size_t len;
             argv[i - 1] = lua_tolstring(L, -1, &len);
             if (memchr(argv[i - 1], '\0', len))
                 return push_fail(L, "exec: an argument contains a NUL byte");
-            lua_pop(L, 1); /* still referenced by the argv table */
+            lua_rawseti(L, anchor, (lua_Integer)i);
         }
         argv[n] = NULL;
         req.argv = argv;
@@ -601,7 +616,7 @@ static int l_exec(lua_State *L)
     if (!lua_isnoneornil(L, 3)) {
         check_table(L, 3);
         check_keys(L, 3, 3, keys);
-        int t = lua_getfield(L, 3, "timeout");
+        int t = raw_field(L, 3, "timeout");
         if (t != LUA_TNIL) {
             if (t != LUA_TNUMBER)
                 return arg_error(L, 3, "option 'timeout' must be a number (seconds)");
@@ -620,7 +635,7 @@ static int l_exec(lua_State *L)
         req.cwd = opt_string_field(L, 3, 3, "cwd", &cwd_len);
         if (req.cwd && memchr(req.cwd, '\0', cwd_len))
             return push_fail(L, "exec: the working directory contains a NUL byte");
-        t = lua_getfield(L, 3, "env");
+        t = raw_field(L, 3, "env");
         if (t == LUA_TTABLE) {
             size_t n = 0;
             lua_pushnil(L);
@@ -668,7 +683,7 @@ static int l_exec(lua_State *L)
             fflush(stdout);
             fflush(stderr);
         }
-        t = lua_getfield(L, 3, "on_output");
+        t = raw_field(L, 3, "on_output");
         if (t == LUA_TFUNCTION) {
             x.output_idx = lua_gettop(L);
             req.on_output = on_output;
