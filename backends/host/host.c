@@ -55,7 +55,7 @@ static int hb_run_open(a3s_backend *base, a3s_backend_run **out, const char **sc
     a3s_backend_run *run = calloc(1, sizeof *run);
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    run->ws_mnt = run->scratch_mnt = -1;
+    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
     if (a3s_runres_open(&run->res, be->h.tmp, err) < 0) {
         free(run);
         return -1;
@@ -78,6 +78,8 @@ static void hb_run_close(a3s_backend *base, a3s_backend_run *run)
     a3s_strv_free(&run->env);
     free(run->host_argv);
     free(run->host_cwd);
+    if (run->host_cwd_fd >= 0)
+        close(run->host_cwd_fd);
     a3s_runres_close(&run->res);
     free(run);
 }
@@ -122,10 +124,10 @@ static int hb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
     for (size_t i = 0; i < spec->env->n; i++)
         if (a3s_strv_push(&run->env, spec->env->v[i]) < 0)
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    /* The command starts there by path (no boundary to enter it by fd): checked below the
-     * workspace first, as the native backend checks it. */
+    /* The command starts there: opened beneath the workspace and entered by fd, so a link
+     * swapped in after the check leads nowhere else. */
     if (spec->cwd) {
-        if (spec->pin && a3s_linux_check_cwd(be->h.ws_fd, spec->cwd, err) < 0)
+        if (spec->pin && (run->host_cwd_fd = a3s_linux_open_cwd(be->h.ws_fd, spec->cwd, err)) < 0)
             return -1;
         size_t n = strlen(be->h.workspace) + strlen(spec->cwd) + 2;
         if (!(run->host_cwd = malloc(n)))
@@ -155,6 +157,10 @@ static int hb_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     a3s_launch l;
     a3s_linux_launch_init(&l, run->plan, io, run->host_cwd ? run->host_cwd : be->h.workspace,
                           &run->res);
+    if (run->host_cwd_fd >= 0) {
+        l.use_cwd_fd = true;
+        l.cwd_fd = run->host_cwd_fd;
+    }
     bool refused = false;
     if (a3s_runres_quota(&run->res, &be->quota, run->plan, io->id, &l, &refused, err) < 0) {
         o->quota_refused = refused;

@@ -36,6 +36,15 @@ const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name)
 
 int a3s_linux_check_cwd(int ws_fd, const char *cwd, a3s_error *err)
 {
+    int fd = a3s_linux_open_cwd(ws_fd, cwd, err);
+    if (fd < 0)
+        return -1;
+    (void)close(fd);
+    return 0;
+}
+
+int a3s_linux_open_cwd(int ws_fd, const char *cwd, a3s_error *err)
+{
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
     int fd = -1;
@@ -45,10 +54,8 @@ int a3s_linux_check_cwd(int ws_fd, const char *cwd, a3s_error *err)
         if (fd >= 0 || errno != EAGAIN)
             break;
     }
-    if (fd >= 0) {
-        (void)close(fd);
-        return 0;
-    }
+    if (fd >= 0)
+        return fd;
     const char *why = errno == ENOENT    ? "does not exist in the workspace"
                       : errno == ENOTDIR ? "is not a directory"
                       : errno == EXDEV   ? "leads out of the workspace"
@@ -141,7 +148,7 @@ static int lb_run_open(a3s_backend *base, a3s_backend_run **out, const char **sc
     a3s_backend_run *run = calloc(1, sizeof *run);
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    run->ws_mnt = run->scratch_mnt = -1;
+    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
     if (a3s_runres_open(&run->res, be->h.tmp, err) < 0) {
         free(run);
         return -1;

@@ -116,6 +116,8 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
     for (size_t i = 0; i < l->ncgroup_fds; i++)
         if (write(l->cgroup_fds[i], "0", 1) != 1)
             child_fail(err_fd, 10);
+    if (l->use_cwd_fd && fchdir(l->cwd_fd) < 0)
+        child_fail(err_fd, 8);
     /* Everything else is closed now, not only at exec: the caller's descriptors include
      * lock-holding ones (the run record, stale.h) that must not look alive in this child
      * a moment longer than the caller. err_fd (one of our high copies) stays until
@@ -140,7 +142,7 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
         if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
             child_fail(err_fd, 7);
     }
-    if (l->cwd && chdir(l->cwd) < 0)
+    if (!l->use_cwd_fd && l->cwd && chdir(l->cwd) < 0)
         child_fail(err_fd, 8);
     execve(l->path, l->argv, l->envp);
     child_fail(err_fd, 9);

@@ -26,6 +26,9 @@ typedef struct a3s_launch {
     char *const *argv; /* NULL-terminated */
     char *const *envp; /* NULL-terminated */
     const char *cwd;   /* NULL: inherit */
+    /* use_cwd_fd: enter the directory open as cwd_fd instead (caller-owned). */
+    bool use_cwd_fd;
+    int cwd_fd;
     a3s_fdmap keep[A3S_EXEC_MAX_KEEP];
     size_t nkeep;
     /* >= 0: the caller's stdin. Only a read-only pipe/FIFO is handed to the child; a

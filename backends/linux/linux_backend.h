@@ -49,6 +49,7 @@ struct a3s_backend_run {
      * workspace joined with the request's cwd; NULL: the workspace) */
     char **host_argv;
     char *host_cwd;
+    int host_cwd_fd; /* process-host: that directory, opened beneath the workspace, or -1 */
 };
 
 /* Make the linux-bwrap backend. Fails only for what no run could do without (trusted
@@ -76,6 +77,8 @@ int a3s_linux_plan_check(const a3s_backend_host *h, const a3s_plan *p, bool host
  * there: checked on the host before anything starts, so the caller gets a clear
  * refusal. Returns 0, or -1 with A3S_ERR_INVALID. */
 int a3s_linux_check_cwd(int ws_fd, const char *cwd, a3s_error *err);
+/* The same directory opened (O_PATH, beneath the workspace): the fd, or -1 with err. */
+int a3s_linux_open_cwd(int ws_fd, const char *cwd, a3s_error *err);
 /* The supervisor's launch for io (deadline, budget, limits, callbacks, mirror). */
 void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *io,
                            const char *cwd, a3s_runres *res);
