@@ -6,7 +6,7 @@
 #                    Linux reuses the Linux run resources and supervisor)
 #   relay/           include/, engine/, itself
 #   bindings/lua/    include/, engine/, itself (and the Lua headers)
-#   bindings/cli/    include/ and engine/ (its JSON helpers): a client of the public API
+#   bindings/cli/    include/, engine/ (its JSON helpers), itself: a client of the public API
 #   bindings/*.c     the composition root: everything it wires
 # A quoted include is found by its name in the folders that hold headers; every header
 # name is unique in the tree, so the name says the folder. Exits 1 on any violation.
@@ -44,7 +44,7 @@ allowed_for() {
     backends/host/*) echo "include engine backends/host backends/linux" ;;
     relay/*) echo "include engine relay" ;;
     bindings/lua/*) echo "include engine bindings/lua" ;;
-    bindings/cli/*) echo "include engine" ;;
+    bindings/cli/*) echo "include engine bindings/cli" ;;
     bindings/*) echo "include engine backends/linux backends/host relay bindings bindings/lua" ;;
     *) echo "" ;;
   esac

@@ -16,6 +16,7 @@
 
 #include "a3s_sandbox.h"
 #include "json.h"
+#include "tty.h"
 
 #define EXIT_TIMEOUT 124
 #define EXIT_REFUSED 125
@@ -77,6 +78,7 @@ enum {
     OPT_ALLOW_PROCESS_HOST,
     OPT_ALLOW_HOST_ROOT,
     OPT_NEUTRAL,
+    OPT_TTY,
 };
 static const char short_opts[] = "+:p:w:t:e:c:";
 static const struct option long_opts[] = {
@@ -92,6 +94,7 @@ static const struct option long_opts[] = {
     {"allow-process-host", no_argument, NULL, OPT_ALLOW_PROCESS_HOST},
     {"allow-host-root", no_argument, NULL, OPT_ALLOW_HOST_ROOT},
     {"neutral", no_argument, NULL, OPT_NEUTRAL},
+    {"tty", no_argument, NULL, OPT_TTY},
     {NULL, 0, NULL, 0},
 };
 
@@ -103,6 +106,7 @@ static bool accepts(const char *cmd, int opt)
     case 'e':
     case 'c':
     case OPT_AUDIT:
+    case OPT_TTY:
         return !strcmp(cmd, "run");
     case OPT_EXPLAIN:
         return !strcmp(cmd, "plan");
@@ -310,7 +314,7 @@ typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
     double timeout_s;
-    bool has_timeout, json, allow_process_host, allow_host_root, explain, neutral;
+    bool has_timeout, json, allow_process_host, allow_host_root, explain, neutral, tty;
     const char **env;
     size_t nenv;
     char **argv;
@@ -428,6 +432,9 @@ static void parse(cli *c, int argc, char **argv)
         case OPT_NEUTRAL:
             c->neutral = true;
             break;
+        case OPT_TTY:
+            c->tty = true;
+            break;
         default: /* not in short_opts/long_opts: unreachable */
             die_usage("unknown option '%s'", t.arg);
         }
@@ -437,6 +444,9 @@ static void parse(cli *c, int argc, char **argv)
             die_usage("%s", "give either -c COMMAND or -- PROGRAM, not both");
         if (!c->argv && !c->shell_command)
             die_usage("%s", "missing command: use -- PROGRAM [ARG...] or -c 'COMMAND'");
+        if (c->tty && c->json)
+            die_usage("%s", "--tty and --json cannot be combined (a terminal session's output "
+                            "is not one JSON object)");
     }
     if (!strcmp(c->cmd, "check") && !c->check_policy)
         die_usage("%s", "check needs a POLICY");
@@ -594,10 +604,24 @@ int main(int argc, char **argv)
             req.mirror_fd[0] = closed_std[1] ? -1 : 1;
             req.mirror_fd[1] = closed_std[2] ? -1 : 2;
         }
+        /* --tty: the command gets a pty of ours, never our terminal (see tty.h). */
+        if (c.tty && (req.tty_fd = cli_tty_open()) < 0) {
+            fprintf(stderr, "a3s-sandbox: --tty: cannot open a pseudo-terminal: %s\n",
+                    strerror(errno));
+            a3s_sandbox_free(sb);
+            free(c.env);
+            free(c.grants);
+            return EXIT_REFUSED;
+        }
         install_signal_pipe();
         req.cancel_fd = sig_pipe[0];
+        if (c.tty)
+            cli_tty_start();
         a3s_result r;
-        if (a3s_sandbox_exec(sb, &req, &r, &err) != A3S_OK) {
+        int st = a3s_sandbox_exec(sb, &req, &r, &err);
+        if (c.tty)
+            cli_tty_end(); /* before anything more is printed, on every path */
+        if (st != A3S_OK) {
             if (got_signal) {
                 fprintf(stderr, "a3s-sandbox: interrupted by %s; the process tree was killed\n",
                         strsignal(got_signal));
