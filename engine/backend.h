@@ -107,6 +107,7 @@ typedef struct a3s_run_io {
     int cancel_fd;
     bool mirror;
     int mirror_fd[2];
+    int tty_fd; /* a pty master (a3s_exec_request.tty_fd), or -1 */
 } a3s_run_io;
 
 typedef struct a3s_backend a3s_backend;

@@ -110,10 +110,21 @@ typedef struct a3s_exec_request {
      * link on the way is followed only while it stays inside the workspace. One that is
      * not an existing directory there refuses the run before the command starts. */
     const char *cwd;
+    /* >= 0: the master of a pseudo-terminal the caller opened (posix_openpt; grantpt and
+     * unlockpt done). Its slave, never the caller's own terminal, becomes the command's
+     * stdin, stdout, stderr and controlling terminal; what stdin_fd / stdin_data give is
+     * written into the master (typed input: the slave's line discipline turns ^C into
+     * SIGINT for the command's foreground group), and everything read from the master is
+     * the stdout stream (stderr stays empty), bounded by the capture as always. With
+     * mirror, every byte read is also written live to mirror_fd[0] (an interactive
+     * session shows all of it; the result keeps only the bounded capture), and nothing is
+     * written again after the run. The caller keeps the master (window size: TIOCSWINSZ
+     * on it at any time); the run makes it non-blocking. < 0: no terminal (the default). */
+    int tty_fd;
 } a3s_exec_request;
 
 #define A3S_EXEC_REQUEST_INIT                                                              \
-    {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}, NULL}
+    {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}, NULL, -1}
 
 typedef struct a3s_result {
     /* Rendered captures (head, marker, tail), lossy UTF-8, NUL-terminated. */

@@ -166,6 +166,7 @@ static int hb_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
         o->quota_refused = refused;
         return -1;
     }
+    l.tty_ctty = l.tty; /* no launcher here: bash is the session leader */
     l.path = be->shell;
     l.argv = run->host_argv;
     l.envp = run->env.v;

@@ -41,6 +41,8 @@ void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *i
         .cwd = cwd,
         .mirror = io->mirror,
         .mirror_fd = {io->mirror ? io->mirror_fd[0] : -1, io->mirror ? io->mirror_fd[1] : -1},
+        .tty = io->tty_fd >= 0,
+        .tty_fd = io->tty_fd,
         .on_pid = a3s_runres_record_pid,
         .pid_ud = res->rec,
     };

@@ -23,6 +23,8 @@
 #include <jansson.h>
 
 #include "mirror.h"
+#include "ptypeer.h"
+#include "stdin_feed.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -32,9 +34,7 @@
 #define P_PIDFD 3
 #endif
 
-#define READ_CHUNK 65536
-/* A background reader of a terminal retries this much later (see stdin_read). */
-#define TTY_BACKGROUND_RETRY_MS 100
+#define READ_CHUNK A3S_STDIN_CHUNK
 
 static int sys_pidfd_open(pid_t pid)
 {
@@ -105,6 +105,9 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
     }
     if (dup2(high[0], 0) < 0 || dup2(high[1], 1) < 0 || dup2(high[2], 2) < 0)
         child_fail(err_fd, 5);
+    /* After setsid(): a session leader without a terminal may take the pty slave. */
+    if (l->tty_ctty && ioctl(0, TIOCSCTTY, 0) < 0)
+        child_fail(err_fd, 11);
     int max_target = 2;
     for (size_t i = 0; i < l->nkeep; i++) {
         if (dup2(high[4 + i], l->keep[i].target) < 0)
@@ -160,6 +163,7 @@ static const char *stage_name(int stage)
     case 7: return "setrlimit";
     case 8: return "chdir";
     case 10: return "joining the quota cgroup";
+    case 11: return "ioctl(TIOCSCTTY)";
     default: return "execve";
     }
 }
@@ -223,142 +227,10 @@ static void kill_tree(pid_t pgid, int pidfd)
     }
 }
 
-/* ---- the command's stdin ------------------------------------------------------------ */
-
-typedef enum { STDIN_NULL, STDIN_DIRECT, STDIN_FORWARD } stdin_route;
-typedef enum { SRC_OTHER, SRC_TTY, SRC_SOCKET, SRC_FILE } src_kind;
-
-/* What the supervisor feeds into the command's stdin pipe: stdin_data, or what it reads
- * from the caller's fd. */
-typedef struct stdin_feed {
-    int src; /* caller's fd to forward (not owned), -1: none or finished */
-    src_kind kind;
-    off_t pos;        /* SRC_FILE: private read offset, -1: plain read */
-    char *buf;        /* READ_CHUNK bytes for forwarding */
-    const char *pend; /* bytes not yet written into the pipe */
-    size_t left;
-    unsigned long long resume_ms; /* no read before this (background terminal) */
-} stdin_feed;
-
-/* Which caller fds the command may hold itself. Only a read-only pipe or FIFO: nothing
- * can be done with one but reading it. Everything else would hand the command more than
- * its input: a terminal (write to the caller's screen past the capture, ioctls such as
- * stty on the caller's terminal), a socket or a writable fd (talk back), a device. Not
- * even a read-only regular file: the command could reopen /proc/self/fd/0 for writing,
- * which reaches the file through the host's mount, not the sandbox's. Those are read by
- * the supervisor and forwarded through a fresh pipe instead. */
-static int route_stdin(int fd, stdin_route *route, src_kind *kind, a3s_error *err)
-{
-    struct stat st;
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fstat(fd, &st) < 0)
-        return a3s_fail_errno(err, A3S_ERR_INVALID, errno, "spawn: stdin fd %d", fd);
-    *kind = SRC_OTHER;
-    if (S_ISFIFO(st.st_mode) && !(fl & O_PATH) && (fl & O_ACCMODE) == O_RDONLY)
-        *route = STDIN_DIRECT;
-    else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))
-        *route = STDIN_NULL; /* /dev/null: a fresh read-only one of ours does the same */
-    else if ((fl & O_PATH) || (fl & O_ACCMODE) == O_WRONLY)
-        *route = STDIN_NULL; /* nothing to read (and it would never poll readable) */
-    else
-        *route = STDIN_FORWARD;
-    if (isatty(fd))
-        *kind = SRC_TTY;
-    else if (S_ISSOCK(st.st_mode))
-        *kind = SRC_SOCKET;
-    else if (S_ISREG(st.st_mode))
-        *kind = SRC_FILE;
-    return 0;
-}
-
-/* One read from the caller's fd after poll reported it ready, without ever blocking the
- * supervisor (its deadline must keep running) and without changing the fd's status
- * flags, which the caller shares with other processes (a shell's terminal): so no
- * O_NONBLOCK; each kind is read in a way that returns at once instead. Returns > 0
- * bytes, 0 at EOF, -1 with errno (EAGAIN: nothing now, try again later). */
-static ssize_t stdin_read(stdin_feed *f, size_t cap)
-{
-    ssize_t r;
-    switch (f->kind) {
-    case SRC_SOCKET:
-        do
-            r = recv(f->src, f->buf, cap, MSG_DONTWAIT);
-        while (r < 0 && errno == EINTR);
-        return r;
-    case SRC_FILE:
-        /* A private offset: the caller's stays where it was, so a shell loop reading the
-         * same file (while read ...; do a3s-sandbox ...; done <list) is not eaten by our
-         * read-ahead. Regular files never block. */
-        if (f->pos >= 0) {
-            do
-                r = pread(f->src, f->buf, cap, f->pos);
-            while (r < 0 && errno == EINTR);
-            if (r > 0)
-                f->pos += r;
-            if (r >= 0 || errno != ESPIPE)
-                return r;
-            f->pos = -1;
-        }
-        return a3s_read_retry(f->src, f->buf, cap);
-    case SRC_TTY: {
-        /* Read no more than is queued (TIOCINQ): such a read returns at once in canonical
-         * and in raw mode. Readable with nothing queued is an EOF (^D) or a hangup, which
-         * a 1-byte read reports at once. */
-        int queued = 0;
-        if (ioctl(f->src, FIONREAD, &queued) < 0 || queued <= 0)
-            queued = 1;
-        if ((size_t)queued < cap)
-            cap = (size_t)queued;
-        /* A read from a background process group would stop the whole host process with
-         * SIGTTIN; with SIGTTIN blocked the kernel fails the read with EIO instead. */
-        sigset_t ttin, old;
-        sigemptyset(&ttin);
-        sigaddset(&ttin, SIGTTIN);
-        int e = pthread_sigmask(SIG_BLOCK, &ttin, &old);
-        if (e != 0) {
-            errno = e;
-            return -1;
-        }
-        r = a3s_read_retry(f->src, f->buf, cap);
-        int saved = errno;
-        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-        errno = saved;
-        if (r < 0 && saved == EIO) {
-            pid_t fg = tcgetpgrp(f->src);
-            if (fg > 0 && fg != getpgrp()) {
-                /* In the background: the input belongs to the foreground job. Wait
-                 * (bounded, polled) until we are brought back instead of reading. */
-                f->resume_ms = a3s_now_ms() + TTY_BACKGROUND_RETRY_MS;
-                errno = EAGAIN;
-            } else {
-                errno = saved;
-            }
-        }
-        return r;
-    }
-    default:
-        return a3s_read_retry(f->src, f->buf, cap);
-    }
-}
-
-/* Write what is pending. Returns false when the pipe is finished (the command closed its
- * end, or a hard error): the caller then closes it. */
-static bool feed_write(stdin_feed *f, int pipe_fd)
-{
-    while (f->left > 0) {
-        ssize_t w = a3s_write_nosigpipe(pipe_fd, f->pend, f->left);
-        if (w < 0)
-            return errno == EAGAIN;
-        f->pend += w;
-        f->left -= (size_t)w;
-    }
-    return true;
-}
-
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 {
     int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
-    int null_fd = -1, pidfd = -1, tfd = -1;
+    int null_fd = -1, pidfd = -1, tfd = -1, tty_slave = -1;
     int rc = -1;
     bool keep_closed = false;
     pid_t pid = -1;
@@ -379,7 +251,13 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         a3s_fail(err, A3S_ERR_INTERNAL, "spawn: out of memory");
         goto out;
     }
-    if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+    /* On a terminal, the master stands for the output pipe (read) and the stdin pipe
+     * (written): the same loop, the same capture and mirror. */
+    bool tty = l->tty;
+    if (tty && a3s_pty_open(l->tty_fd, &tty_slave, &out_p[0], &in_p[1], err) < 0)
+        goto out;
+    if ((!tty && (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)) ||
+        pipe2(ep, O_CLOEXEC) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: pipe2");
         goto out;
     }
@@ -387,9 +265,22 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     (void)fcntl(out_p[0], F_SETPIPE_SZ, 1 << 20);
     int in_fd = -1;
     stdin_route route = l->stdin_data ? STDIN_FORWARD : STDIN_NULL;
-    if (l->stdin_fd >= 0 && route_stdin(l->stdin_fd, &route, &feed.kind, err) < 0)
+    if (l->stdin_fd >= 0 && a3s_stdin_route(l->stdin_fd, &route, &feed.kind, err) < 0)
         goto out;
-    if (route == STDIN_DIRECT) {
+    if (tty) {
+        /* The command reads its terminal; what it would have read is typed into it. */
+        in_fd = tty_slave;
+        if (l->stdin_fd >= 0 && route != STDIN_NULL) {
+            feed.src = l->stdin_fd;
+            if (!(feed.buf = malloc(READ_CHUNK))) {
+                a3s_fail(err, A3S_ERR_INTERNAL, "spawn: out of memory");
+                goto out;
+            }
+        } else if (l->stdin_fd < 0 && l->stdin_data) {
+            feed.pend = l->stdin_data;
+            feed.left = l->stdin_len;
+        }
+    } else if (route == STDIN_DIRECT) {
         in_fd = l->stdin_fd;
     } else if (route == STDIN_FORWARD) {
         if (pipe2(in_p, O_CLOEXEC) < 0) {
@@ -431,7 +322,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         goto out;
     }
     if (pid == 0)
-        child_run(l, parent, in_fd, out_p[1], errp[1], ep[1]);
+        child_run(l, parent, in_fd, tty ? tty_slave : out_p[1], tty ? tty_slave : errp[1],
+                  ep[1]);
     /* Recorded at once (see stale.h): the child dies with us until then (PDEATHSIG). */
     if (l->on_pid)
         l->on_pid(l->pid_ud, pid);
@@ -446,6 +338,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     close_fd(&ep[1]);
     close_fd(&in_p[0]);
     close_fd(&null_fd);
+    close_fd(&tty_slave); /* only the tree holds it now: its hangup ends the output */
 
     pidfd = sys_pidfd_open(pid);
     if (pidfd < 0) {
@@ -646,10 +539,12 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                 o->setup_diag[o->setup_diag_len] = '\0';
             } else if (r > 0) {
                 size_t head = a3s_capture_feed(o->cap, s + 1, buf, (size_t)r);
-                if (head > 0 && m.fd[s] >= 0) {
-                    memcpy(m.buf, buf, head);
+                /* An interactive session shows everything; the capture stays bounded. */
+                size_t show = tty ? (size_t)r : head;
+                if (show > 0 && m.fd[s] >= 0) {
+                    memcpy(m.buf, buf, show);
                     m.off = 0;
-                    m.len = head;
+                    m.len = show;
                     m.stream = s + 1;
                     m.wrote[s] = true;
                 }
@@ -692,15 +587,15 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         if (idx_in >= 0 && (pf[idx_in].revents & (POLLERR | POLLHUP | POLLNVAL))) {
             close_fd(&in_p[1]); /* the command closed its stdin: stop forwarding */
         } else if (idx_in >= 0 && (pf[idx_in].revents & POLLOUT)) {
-            if (!feed_write(&feed, in_p[1]) || (feed.left == 0 && feed.src < 0))
+            if (!a3s_stdin_feed_write(&feed, in_p[1]) || (feed.left == 0 && feed.src < 0))
                 close_fd(&in_p[1]);
         }
         if (idx_src >= 0 && in_p[1] >= 0 && pf[idx_src].revents) {
-            ssize_t r = (pf[idx_src].revents & POLLNVAL) ? 0 : stdin_read(&feed, READ_CHUNK);
+            ssize_t r = (pf[idx_src].revents & POLLNVAL) ? 0 : a3s_stdin_read(&feed, READ_CHUNK);
             if (r > 0) {
                 feed.pend = feed.buf;
                 feed.left = (size_t)r;
-                if (!feed_write(&feed, in_p[1]))
+                if (!a3s_stdin_feed_write(&feed, in_p[1]))
                     close_fd(&in_p[1]);
             } else if (r == 0 || errno != EAGAIN) {
                 /* EOF, or the caller's fd failed (hangup, not readable): EOF for the
@@ -781,6 +676,7 @@ out:
     close_fd(&ep[0]);
     close_fd(&ep[1]);
     close_fd(&null_fd);
+    close_fd(&tty_slave);
     close_fd(&pidfd);
     close_fd(&tfd);
     free(buf);

@@ -64,6 +64,13 @@ typedef struct a3s_launch {
      * pending when the tree is gone is left in outcome.mirror_pending. */
     bool mirror;
     int mirror_fd[2];
+    /* tty: tty_fd is a pty master (caller-owned, a3s_exec_request.tty_fd): its slave is
+     * the child's 0, 1 and 2, the master's output the stdout stream (all of it mirrored),
+     * the stdin source written into it. tty_ctty: the child itself makes the slave its
+     * controlling terminal (the process-host backend); under bwrap the launcher's child
+     * does, in the command's own session (launch.c). */
+    bool tty, tty_ctty;
+    int tty_fd;
     /* Called with each process of the launch as soon as its pid is known: the one forked,
      * and the sandbox's first process when bwrap's status reports it (may be NULL). */
     void (*on_pid)(void *ud, pid_t pid);

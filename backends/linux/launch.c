@@ -16,6 +16,11 @@
  * exactly. fd 3 and 4 (bwrap's status pipe) never reach the command. The launcher is not
  * dumpable, so the command (same uid) cannot ptrace it to forge that status.
  *
+ * With a terminal on fd 0 (a3s-sandbox --tty: the supervisor passes nothing else that is
+ * a terminal, only a pty slave of its caller's, never the caller's own terminal), the
+ * command gets a session of its own with that terminal as its controlling terminal, so
+ * ^C and ^Z typed reach its foreground process group (and never this launcher).
+ *
  * The command runs as a child with PATH lookup; 127 when it is not found, 126 when it
  * cannot be executed, as a shell would say. Built static: it must start fast and depend
  * on nothing. */
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -74,6 +80,11 @@ static int launch(char **cmd)
         return A3S_EXIT_SETUP;
     }
     if (pid == 0) {
+        if (isatty(0) && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) < 0)) {
+            fprintf(stderr, "a3s-sandbox: setup: the terminal as the command's controlling "
+                            "terminal: %s\n", strerror(errno));
+            _exit(A3S_EXIT_SETUP);
+        }
         execvp(cmd[0], cmd);
         int e = errno;
         if (e == ENOENT || e == ENOTDIR) {

@@ -15,7 +15,7 @@ typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
     double timeout_s;
-    bool has_timeout, json, allow_process_host, allow_host_root, explain, verbose, neutral;
+    bool has_timeout, json, allow_process_host, allow_host_root, explain, verbose, neutral, tty;
     const char **env;
     size_t nenv;
     char **argv;

@@ -15,6 +15,7 @@
 
 #include "a3s_sandbox.h"
 #include "cli.h"
+#include "tty.h"
 #include "json.h"
 
 static bool truthy(const char *v)
@@ -346,10 +347,24 @@ int main(int argc, char **argv)
             req.mirror_fd[0] = closed_std[1] ? -1 : 1;
             req.mirror_fd[1] = closed_std[2] ? -1 : 2;
         }
+        /* --tty: the command gets a pty of ours, never our terminal (see tty.h). */
+        if (c.tty && (req.tty_fd = cli_tty_open()) < 0) {
+            fprintf(stderr, "a3s-sandbox: --tty: cannot open a pseudo-terminal: %s\n",
+                    strerror(errno));
+            a3s_sandbox_free(sb);
+            free(c.env);
+            free(c.grants);
+            return EXIT_REFUSED;
+        }
         install_signal_pipe();
         req.cancel_fd = sig_pipe[0];
+        if (c.tty)
+            cli_tty_start();
         a3s_result r;
-        if (a3s_sandbox_exec(sb, &req, &r, &err) != A3S_OK) {
+        int st = a3s_sandbox_exec(sb, &req, &r, &err);
+        if (c.tty)
+            cli_tty_end(); /* before anything more is printed, on every path */
+        if (st != A3S_OK) {
             if (got_signal) {
                 fprintf(stderr, "a3s-sandbox: interrupted by %s; the process tree was killed\n",
                         strsignal(got_signal));

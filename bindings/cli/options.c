@@ -38,6 +38,8 @@ static const char usage_text[] =
     "      --grant-digest HEX   the approved digest of the policy with exactly these grants\n"
     "                           (what `digest --grant ...` prints for them)\n"
     "      --allow-process-host run unconfined on the host if no sandbox is possible\n"
+    "      --tty                run the command on a pseudo-terminal of its own (interactive\n"
+    "                           programs; not with --json)\n"
     "      --allow-host-root    (root callers) run the command as host uid 0 where it cannot\n"
     "                           run under the unprivileged mapped id\n"
     "  -v, --verbose            say on stderr what was resolved (policy and its file, digest,\n"
@@ -113,6 +115,7 @@ enum {
     OPT_ALLOW_PROCESS_HOST,
     OPT_ALLOW_HOST_ROOT,
     OPT_NEUTRAL,
+    OPT_TTY,
 };
 static const char short_opts[] = "+:p:w:t:e:c:v";
 static const struct option long_opts[] = {
@@ -129,6 +132,7 @@ static const struct option long_opts[] = {
     {"allow-host-root", no_argument, NULL, OPT_ALLOW_HOST_ROOT},
     {"verbose", no_argument, NULL, 'v'},
     {"neutral", no_argument, NULL, OPT_NEUTRAL},
+    {"tty", no_argument, NULL, OPT_TTY},
     {NULL, 0, NULL, 0},
 };
 
@@ -147,6 +151,8 @@ static bool accepts(const char *cmd, int opt)
         return strcmp(cmd, "check") != 0;
     case OPT_NEUTRAL:
         return !strcmp(cmd, "check");
+    case OPT_TTY:
+        return !strcmp(cmd, "run");
     default:
         return true;
     }
@@ -429,10 +435,16 @@ void cli_parse(cli *c, int argc, char **argv)
         case OPT_NEUTRAL:
             c->neutral = true;
             break;
+        case OPT_TTY:
+            c->tty = true;
+            break;
         default: /* not in short_opts/long_opts: unreachable */
             die_usage("unknown option '%s'", t.arg);
         }
     }
+    if (c->tty && c->json)
+        die_usage("%s", "--tty and --json cannot be combined (a terminal session's output "
+                        "is not one JSON object)");
     if (run) {
         if (c->argv && c->shell_command)
             die_usage("%s", "give either -c COMMAND or -- PROGRAM, not both");
