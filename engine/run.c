@@ -94,6 +94,14 @@ static int check_cwd(const char *cwd, a3s_error *err)
     return 0;
 }
 
+/* The caller's pty master: a descriptor above 2. 0, 1 and 2 mean none, so a request
+ * zero-initialised without A3S_EXEC_REQUEST_INIT asks for no terminal (its fd 0 is never
+ * taken for one). */
+static int tty_of(const a3s_exec_request *req)
+{
+    return req->tty_fd > 2 ? req->tty_fd : -1;
+}
+
 static int check_request(const a3s_exec_request *req, a3s_error *err)
 {
     if (!req || (!req->argv == !req->shell_command))
@@ -102,7 +110,7 @@ static int check_request(const a3s_exec_request *req, a3s_error *err)
         return a3s_fail(err, A3S_ERR_INVALID, "exec: empty argv");
     if (req->shell_command && !req->shell_command[0])
         return a3s_fail(err, A3S_ERR_INVALID, "exec: empty command");
-    if (req->tty_fd >= 0 && (req->tty_fd == req->stdin_fd || req->tty_fd == req->mirror_fd[0] ||
+    if (tty_of(req) >= 0 && (req->tty_fd == req->stdin_fd || req->tty_fd == req->mirror_fd[0] ||
                              req->tty_fd == req->mirror_fd[1]))
         return a3s_fail(err, A3S_ERR_INVALID, "exec: tty_fd must be a terminal's master of "
                         "its own, not the stdin or a mirror fd");
@@ -230,7 +238,7 @@ static void mirror_finish(const a3s_exec_request *req, const a3s_outcome *o, a3s
                  req->mirror_fd[0], req->mirror_fd[0], req->mirror_fd[1], req->mirror_fd[1]};
     /* On a terminal (tty_fd) every byte was shown live, past the budget too: the marker
      * and tail would show the end twice. */
-    if (req->tty_fd >= 0 && !o->mirror_deferred[0])
+    if (tty_of(req) >= 0 && !o->mirror_deferred[0])
         len[2] = 0;
     for (int k = 0; k < 5 && !r->output_closed; k++) {
         if (fd[k] < 0 || !part[k] || len[k] == 0)
@@ -308,7 +316,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         .cancel_fd = req->cancel_fd,
         .mirror = req->mirror,
         .mirror_fd = {req->mirror_fd[0], req->mirror_fd[1]},
-        .tty_fd = req->tty_fd,
+        .tty_fd = tty_of(req),
     };
     char *dhead[2] = {NULL, NULL}; /* heads of streams mirrored after the run (deferred) */
     size_t dlen[2] = {0, 0};

@@ -119,7 +119,8 @@ typedef struct a3s_exec_request {
      * mirror, every byte read is also written live to mirror_fd[0] (an interactive
      * session shows all of it; the result keeps only the bounded capture), and nothing is
      * written again after the run. The caller keeps the master (window size: TIOCSWINSZ
-     * on it at any time); the run makes it non-blocking. < 0: no terminal (the default). */
+     * on it at any time); the run makes it non-blocking. 2 or less: no terminal (the
+     * default; a zero-initialised request asks for none). */
     int tty_fd;
 } a3s_exec_request;
 

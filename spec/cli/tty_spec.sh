@@ -209,4 +209,37 @@ rc=$?
 check "--tty with piped stdin: the command reads it from its terminal" contains "$out" "got:piped"
 check "--tty with piped stdin: exit 0" eq "$rc" "0"
 
+# --- a terminal query printed last: the terminal's answer never reaches the shell -----
+# An outer terminal that answers a cursor-position query 0.4 s late; the shell reads
+# right after the CLI returns. Also: the modes the command turned on are reset.
+dsr=$(tmpdir)/dsr.py
+cat >"$dsr" <<'PY'
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+out, due, t0 = b"", None, time.time()
+while time.time() - t0 < 20:
+    r, _, _ = select.select([fd], [], [], 0.02)
+    if r:
+        try:
+            d = os.read(fd, 65536)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+        if b"\x1b[6n" in d:
+            due = time.time() + 0.4
+    if due and time.time() >= due:
+        os.write(fd, b"\x1b[12;34R")
+        due = None
+os.waitpid(pid, 0)
+sys.stdout.write(repr(out))
+PY
+out=$(cd "$ws" && A3S="$A3S" WS="$ws" python3 "$dsr" bash -c \
+  '"$A3S" -w "$WS" --tty -- printf "\033[?1000h\033[6n"; read -t 2 -n 8 x; echo "SHELL-GOT:[$x]"' 2>&1)
+check "a late terminal answer is dropped, not read by the shell ($out)" contains "$out" "SHELL-GOT:[]"
+check "mouse reporting the command turned on is turned off at the end" contains "$out" '[?1000l'
+
 finish
