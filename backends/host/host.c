@@ -51,23 +51,7 @@ static const a3s_quota_caps *hb_quota_caps(a3s_backend *base)
 static int hb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
                        a3s_error *err)
 {
-    host_backend *be = (host_backend *)base;
-    a3s_backend_run *run = calloc(1, sizeof *run);
-    if (!run)
-        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
-    if (a3s_runres_open(&run->res, be->h.tmp, err) < 0) {
-        free(run);
-        return -1;
-    }
-    *out = run;
-    *scratch = run->res.scratch;
-    return 0;
-}
-
-static const a3s_scan_hooks *hb_scan_hooks(a3s_backend_run *run)
-{
-    return &run->res.hooks;
+    return a3s_linux_run_new(((host_backend *)base)->h.tmp, out, scratch, err);
 }
 
 static void hb_run_close(a3s_backend *base, a3s_backend_run *run)
@@ -191,7 +175,7 @@ static const a3s_backend_ops host_ops = {
     .program = hb_program,
     .plan_check = hb_plan_check,
     .run_open = hb_run_open,
-    .scan_hooks = hb_scan_hooks,
+    .scan_hooks = a3s_linux_run_scan_hooks,
     .run_prepare = hb_run_prepare,
     .run_describe = hb_run_describe,
     .run_exec = hb_run_exec,

@@ -141,15 +141,14 @@ int a3s_linux_image(a3s_linux_backend *be, int h, a3s_error *err)
 
 /* ---- one run ---------------------------------------------------------------------------- */
 
-static int lb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
-                       a3s_error *err)
+int a3s_linux_run_new(const char *tmp, a3s_backend_run **out, const char **scratch,
+                      a3s_error *err)
 {
-    a3s_linux_backend *be = (a3s_linux_backend *)base;
     a3s_backend_run *run = calloc(1, sizeof *run);
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
-    if (a3s_runres_open(&run->res, be->h.tmp, err) < 0) {
+    if (a3s_runres_open(&run->res, tmp, err) < 0) {
         free(run);
         return -1;
     }
@@ -158,9 +157,15 @@ static int lb_run_open(a3s_backend *base, a3s_backend_run **out, const char **sc
     return 0;
 }
 
-static const a3s_scan_hooks *lb_scan_hooks(a3s_backend_run *run)
+const a3s_scan_hooks *a3s_linux_run_scan_hooks(a3s_backend_run *run)
 {
     return &run->res.hooks;
+}
+
+static int lb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
+                       a3s_error *err)
+{
+    return a3s_linux_run_new(((a3s_linux_backend *)base)->h.tmp, out, scratch, err);
 }
 
 static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
@@ -398,7 +403,7 @@ static const a3s_backend_ops linux_ops = {
     .program = lb_program,
     .plan_check = lb_plan_check,
     .run_open = lb_run_open,
-    .scan_hooks = lb_scan_hooks,
+    .scan_hooks = a3s_linux_run_scan_hooks,
     .run_prepare = lb_run_prepare,
     .run_describe = lb_run_describe,
     .run_exec = a3s_linux_run_exec,

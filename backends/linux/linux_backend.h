@@ -62,6 +62,12 @@ int a3s_linux_backend_new(const a3s_backend_host *h, const char *bwrap, a3s_back
  * backend's own fd, not to be closed by the caller. -1 with err. */
 int a3s_linux_image(a3s_linux_backend *be, int h, a3s_error *err);
 
+/* One run's object, its host resources opened (backend.h run_open), for either backend;
+ * and what the scan asks of it (pins). */
+int a3s_linux_run_new(const char *tmp, a3s_backend_run **out, const char **scratch,
+                      a3s_error *err);
+const a3s_scan_hooks *a3s_linux_run_scan_hooks(a3s_backend_run *run);
+
 /* backend_exec.c: run a prepared run (backend.h run_exec). */
 int a3s_linux_run_exec(a3s_backend *be, a3s_backend_run *run, const a3s_run_io *io,
                        a3s_outcome *o, a3s_error *err);
