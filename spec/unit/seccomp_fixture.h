@@ -98,8 +98,9 @@ static inline int child_make_call(const call *c)
     return 0;
 }
 
-/* Run c in a child, under the filter built from sp (or unfiltered when sp is NULL). */
-static inline int probe(const a3s_seccomp_plan *sp, call c)
+/* Run body(ud) in a child, under the filter built from sp (or unfiltered when sp is
+ * NULL); the child exits with what body returns. Its decoded status. */
+static inline int probe_child(const a3s_seccomp_plan *sp, int (*body)(void *), void *ud)
 {
     fflush(stdout);
     pid_t pid = fork();
@@ -110,12 +111,23 @@ static inline int probe(const a3s_seccomp_plan *sp, call c)
         a3s_error err;
         if (sp && a3s_seccomp_load(sp, &err) < 0)
             _exit(EXIT_LOAD_FAILED);
-        _exit(child_make_call(&c));
+        _exit(body(ud));
     }
     int st;
     if (waitpid(pid, &st, 0) != pid)
         return -3000;
     return decode(st);
+}
+
+static inline int call_body(void *ud)
+{
+    return child_make_call(ud);
+}
+
+/* Run c in a child, under the filter built from sp (or unfiltered when sp is NULL). */
+static inline int probe(const a3s_seccomp_plan *sp, call c)
+{
+    return probe_child(sp, call_body, &c);
 }
 
 static inline call mk(long nr, unsigned long a0, unsigned long a1, unsigned long a2,

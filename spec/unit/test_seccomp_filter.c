@@ -5,25 +5,17 @@
 
 #if defined(__x86_64__)
 /* i386 getpid through int 0x80: it arrives with the i386 audit arch, a foreign one. */
+static int i386_getpid(void *ud)
+{
+    (void)ud;
+    long r = 20; /* __NR_getpid on i386 */
+    __asm__ __volatile__("int $0x80" : "+a"(r) : : "r8", "r9", "r10", "r11", "memory");
+    return r == (long)getpid() ? 0 : EXIT_OTHER;
+}
+
 static int probe_i386(const a3s_seccomp_plan *sp)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -2000;
-    if (pid == 0) {
-        child_quiet();
-        a3s_error err;
-        if (sp && a3s_seccomp_load(sp, &err) < 0)
-            _exit(EXIT_LOAD_FAILED);
-        long r = 20; /* __NR_getpid on i386 */
-        __asm__ __volatile__("int $0x80" : "+a"(r) : : "r8", "r9", "r10", "r11", "memory");
-        _exit(r == (long)getpid() ? 0 : EXIT_OTHER);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        return -3000;
-    return decode(st);
+    return probe_child(sp, i386_getpid, NULL);
 }
 #endif
 
@@ -34,39 +26,31 @@ static void *thread_main(void *arg)
 
 /* Everyday process/thread creation under the filter: glibc fork() and pthread_create
  * (which tries clone3 first and must fall back to clone on ENOSYS). */
+static int fork_and_thread(void *ud)
+{
+    (void)ud;
+    pid_t g = fork();
+    if (g < 0)
+        return errno;
+    if (g == 0)
+        _exit(0);
+    int st;
+    if (waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return EXIT_OTHER;
+    pthread_t t;
+    int token = 7;
+    void *back = NULL;
+    int rc = pthread_create(&t, NULL, thread_main, &token);
+    if (rc != 0)
+        return rc;
+    if (pthread_join(t, &back) != 0 || back != &token)
+        return EXIT_OTHER;
+    return 0;
+}
+
 static int probe_fork_and_thread(const a3s_seccomp_plan *sp)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -2000;
-    if (pid == 0) {
-        child_quiet();
-        a3s_error err;
-        if (a3s_seccomp_load(sp, &err) < 0)
-            _exit(EXIT_LOAD_FAILED);
-        pid_t g = fork();
-        if (g < 0)
-            _exit(errno);
-        if (g == 0)
-            _exit(0);
-        int st;
-        if (waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            _exit(EXIT_OTHER);
-        pthread_t t;
-        int token = 7;
-        void *back = NULL;
-        int rc = pthread_create(&t, NULL, thread_main, &token);
-        if (rc != 0)
-            _exit(rc);
-        if (pthread_join(t, &back) != 0 || back != &token)
-            _exit(EXIT_OTHER);
-        _exit(0);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        return -3000;
-    return decode(st);
+    return probe_child(sp, fork_and_thread, NULL);
 }
 
 static void test_baseline(void)
