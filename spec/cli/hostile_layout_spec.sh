@@ -63,22 +63,28 @@ check "a standalone copy runs with the built-in policies" eq "$out" made
 out=$(cd "$ws" && "$lone/a3s-sandbox" -- printf still 2>&1)
 check "... and still does with a '<builtin>' directory in its workspace" eq "$out" still
 
-# 4. process-host (opt-in, with a bubblewrap that fails): a concurrent swap of the
-# working directory for a link out of the workspace never takes the command there.
+# 4. process-host (opt-in, with a bubblewrap that fails): a concurrent sandboxed run that
+# exchanges the working directory with a link out of the workspace (renameat2
+# RENAME_EXCHANGE, so one of the two is always there) never takes the command there.
+# Host side: the directory the link points at stays empty. The shell's own `pwd -P`
+# resolves its remembered path string (which may by then be the link), so the check reads
+# the kernel's answer through /bin/pwd instead.
 if command -v lua5.4 >/dev/null && [ -n "${LUA_CPATH:-}" ]; then
-  ws=$(tmpdir)
+  source "$(dirname "$0")/race_helpers.sh"
+  trap 'race_cleanup; cleanup' EXIT
+  ws=$(tmpdir) outside=$(tmpdir)
+  chmod 0777 "$outside"
   mkdir -p "$ws/sub/dir"
-  (cd "$ws/sub" && for _ in $(seq 40000); do
-     mv dir held 2>/dev/null; ln -sfn /etc dir 2>/dev/null; rm -f dir; mv held dir 2>/dev/null
-   done) &
-  racer=$!
-  script=$(tmpdir)/cwdrace.lua
-  cat >"$script" <<'LUA'
+  ln -s "$outside" "$ws/sub/lnk"
+  build_swap "$ws"
+  if start_attacker "$ws" sub/dir sub/lnk; then
+    script=$(tmpdir)/cwdrace.lua
+    cat >"$script" <<'LUA'
 local sb = assert(require("a3s_sandbox").new{ workspace = arg[1], bwrap = "/bin/false",
                                               allow_process_host = true })
 local out, ran = 0, 0
-for _ = 1, 200 do
-  local r = sb:exec("pwd -P", { cwd = "sub/dir" })
+for i = 1, 400 do
+  local r = sb:exec("echo x > planted." .. i .. "; /bin/pwd -P", { cwd = "sub/dir" })
   if r then
     ran = ran + 1
     if not r.stdout:find(arg[1], 1, true) then out = out + 1 end
@@ -86,9 +92,14 @@ for _ = 1, 200 do
 end
 io.write(("ran=%d out=%d\n"):format(ran, out))
 LUA
-  res=$(lua5.4 "$script" "$ws" 2>&1)
-  kill "$racer" 2>/dev/null; wait "$racer" 2>/dev/null
-  check "process-host cwd under a swap race: some runs ran ($res)" not_contains "$res" "ran=0 "
-  check "... and none started outside the workspace" contains "$res" " out=0"
+    res=$(lua5.4 "$script" "$ws" 2>&1)
+    stop_attacker
+    check_attacker
+    check "process-host cwd under an exchange race: some runs ran ($res)" not_contains "$res" "ran=0 "
+    check "... and none started outside the workspace" contains "$res" " out=0"
+    check "... the directory outside stays empty" eq "$(ls -A "$outside")" ""
+  else
+    check "the attacker run started" false
+  fi
 fi
 finish
