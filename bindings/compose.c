@@ -16,21 +16,29 @@
 #include "sandbox.h"
 #include "util.h"
 
-/* The running program or library must not lie in the workspace: the command could
- * replace it, and the next run would execute the command's code on the host. */
-static int image_outside(const a3s_sandbox *sb, a3s_error *err)
+/* The running program or library inside the workspace: the command could replace it, and
+ * the next run would execute the command's code on the host. The boundary protects the
+ * entry that holds it; process-host protects nothing, so there it is refused. */
+static int protect_image(a3s_sandbox *sb, a3s_error *err)
 {
     char *img = a3s_instdir_image();
-    const char *ws = a3s_sandbox_workspace(sb);
-    bool inside = img && a3s_path_within(img, ws);
-    if (inside)
-        a3s_fail(err, A3S_ERR_INVALID,
-                 "%s lies inside the workspace %s, where the command could replace it for the "
-                 "next run: run an installed copy (cmake --install), or choose a workspace that "
-                 "does not hold it",
-                 img, ws);
+    int rc = a3s_sandbox_protect_image(sb, img, err);
     free(img);
-    return inside ? -1 : 0;
+    return rc;
+}
+
+static int image_outside(const a3s_sandbox *sb, a3s_error *err)
+{
+    if (!a3s_sandbox_holds_image(sb))
+        return 0;
+    char *img = a3s_instdir_image();
+    a3s_fail(err, A3S_ERR_INVALID,
+             "%s lies inside the workspace %s, and process-host (no boundary) cannot keep "
+             "the command from replacing it for the next run: run an installed copy, or "
+             "choose a workspace that does not hold it",
+             img ? img : "this program", a3s_sandbox_workspace(sb));
+    free(img);
+    return -1;
 }
 
 /* The opt-in's question, whether the native boundary works on this host, asked in a
@@ -70,7 +78,7 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     free(installed);
     if (!sb)
         return NULL;
-    if (image_outside(sb, err) < 0)
+    if (protect_image(sb, err) < 0)
         goto fail;
     a3s_backend_host h;
     a3s_sandbox_host(sb, &h);
@@ -92,7 +100,7 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     else if (probe_elsewhere(opts, h.tmp, &why) == 0)
         return sb;
     a3s_backend *host = NULL;
-    if (a3s_host_backend_new(&h, &host, err) < 0 ||
+    if (image_outside(sb, err) < 0 || a3s_host_backend_new(&h, &host, err) < 0 ||
         a3s_sandbox_use_backend(sb, host, why.msg, err) < 0)
         goto fail;
     return sb;

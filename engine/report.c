@@ -20,7 +20,9 @@ static int run_probe(a3s_sandbox *sb, const char **identity, a3s_error *err)
     req.timeout_ms = PROBE_TIMEOUT_MS;
     a3s_result r;
     a3s_error xerr = {0};
+    sb->probing = true;
     int rc = a3s_sandbox_exec(sb, &req, &r, &xerr);
+    sb->probing = false;
     if (rc != A3S_OK)
         return a3s_fail(err, rc, "sandbox probe failed: %s", xerr.msg);
     bool good = r.has_exit_code && r.exit_code == 0 && !r.timed_out &&

@@ -30,8 +30,11 @@ int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
         a3s_sandbox_check_broadening(sb, pp->plan, err) < 0 ||
         a3s_sandbox_policy_digest(sb, pp->digest, err) < 0)
         goto fail;
-    const a3s_scan_hooks *hooks = be->ops->scan_hooks ? be->ops->scan_hooks(pp->run) : NULL;
-    if (a3s_scan_workspace(pp->plan, sb->ws_fd, hooks, &pp->scan, err) < 0)
+    const a3s_scan_hooks *bh = be->ops->scan_hooks ? be->ops->scan_hooks(pp->run) : NULL;
+    a3s_scan_hooks hooks = bh ? *bh : (a3s_scan_hooks){0};
+    hooks.also_dirs = (const char *const *)sb->also_dirs.v;
+    hooks.also_files = (const char *const *)sb->also_files.v;
+    if (a3s_scan_workspace(pp->plan, sb->ws_fd, &hooks, &pp->scan, err) < 0)
         goto fail;
     if (a3s_env_compose(&pp->plan->env, (const char *const *)sb->host_env.v,
                         req ? req->env : NULL, &pp->env, err) < 0)
@@ -280,6 +283,14 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         a3s_error cerr;
         (void)a3s_audit_close(au, &cerr);
         return a3s_fail(err, A3S_ERR_SETUP, "%s", unusable), A3S_ERR_SETUP;
+    }
+    /* A workspace no run may use (HOME): refused, but the probe's fixed command may
+     * still show whether the boundary works here. */
+    if (sb->ws_refusal && !sb->probing) {
+        a3s_audit_emit(au, "workspace", "deny", "workspace-refused", "<workspace>", NULL);
+        a3s_error cerr;
+        (void)a3s_audit_close(au, &cerr);
+        return a3s_fail(err, A3S_ERR_INVALID, "%s", sb->ws_refusal), A3S_ERR_INVALID;
     }
     a3s_prepared pp;
     if (a3s_sandbox_prepare(sb, req, true, &pp, err) < 0) {

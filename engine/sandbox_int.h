@@ -36,6 +36,13 @@ struct a3s_sandbox {
     void *audit_ud;
     a3s_grant *grants; /* sorted by a3s_grant_cmp, distinct */
     size_t ngrants;
+    /* Why every run here is refused (the workspace is HOME), or NULL: policy questions
+     * and the fixed probe command still work. */
+    char *ws_refusal;
+    bool probing; /* the probe's own run (report.c) */
+    /* Top-level workspace entries protected beyond the policy's (the running program's
+     * image lies there): names for the scan (scan.h also_dirs/also_files). */
+    a3s_strv also_dirs, also_files;
 };
 
 /* Evaluate the current policy for a run whose scratch dir is `scratch`. */

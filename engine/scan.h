@@ -23,6 +23,9 @@ typedef struct a3s_scan_id {
 typedef struct a3s_scan_hooks {
     bool (*held)(void *ud, int wsfd, const char *name);
     void *ud;
+    /* More protected top-level names (NULL-terminated, may be NULL), treated like the
+     * plan's protect_dirs/protect_files: the entry that holds the running program. */
+    const char *const *also_dirs, *const *also_files;
 } a3s_scan_hooks;
 
 typedef struct a3s_scan_result {

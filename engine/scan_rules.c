@@ -161,21 +161,59 @@ int a3s_scan_visit_entry(struct scan *s, int dfd, const char *name, unsigned cha
     return 0;
 }
 
+/* The protected top-level names: the plan's, then those the caller adds (hooks->also_*,
+ * the program's own image); dir says which list a missing one is pinned in. */
+typedef struct pname {
+    const char *name;
+    bool dir;
+} pname;
+
+static size_t strv0_len(const char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    return n;
+}
+
+static pname *protected_names(const struct scan *s, size_t *np)
+{
+    const a3s_name_list *pd = &s->p->protect_dirs, *pf = &s->p->protect_files;
+    const char *const *ad = s->hooks ? s->hooks->also_dirs : NULL;
+    const char *const *af = s->hooks ? s->hooks->also_files : NULL;
+    size_t nad = strv0_len(ad), naf = strv0_len(af), n = 0;
+    pname *v = calloc(pd->n + pf->n + nad + naf + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < pd->n; i++)
+        v[n++] = (pname){pd->v[i].name, true};
+    for (size_t i = 0; i < pf->n; i++)
+        v[n++] = (pname){pf->v[i].name, false};
+    for (size_t i = 0; i < nad; i++)
+        v[n++] = (pname){ad[i], true};
+    for (size_t i = 0; i < naf; i++)
+        v[n++] = (pname){af[i], false};
+    *np = n;
+    return v;
+}
+
 /* Protected top-level names: PROTECT what exists, report what must be pinned. */
 int a3s_scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
                        a3s_scan_result *out)
 {
-    const a3s_name_list *pd = &s->p->protect_dirs, *pf = &s->p->protect_files;
-    size_t nseen = pd->n + pf->n;
-    bool *seen = calloc(nseen ? nseen : 1, sizeof *seen);
-    if (!seen)
+    size_t nseen = 0;
+    pname *names = protected_names(s, &nseen);
+    bool *seen = names ? calloc(nseen ? nseen : 1, sizeof *seen) : NULL;
+    if (!seen) {
+        free(names);
         return a3s_scan_oom(s);
+    }
     int rc = 0;
     for (size_t i = 0; i < ntops && rc == 0; i++) {
         struct top_entry *t = &tops[i];
         bool match = false;
         for (size_t j = 0; j < nseen; j++)
-            if (name_eq(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
+            if (name_eq(t->name, names[j].name))
                 match = true;
         if (!match)
             continue;
@@ -211,7 +249,7 @@ int a3s_scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
              * exist, so that no earlier run's ".GIT" leaves ".git" creatable. */
             t->protected = true;
             for (size_t j = 0; j < nseen; j++)
-                if (!strcmp(t->name, j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name))
+                if (!strcmp(t->name, names[j].name))
                     seen[j] = true;
             rc = a3s_scan_add_rule(s, A3S_FS_PROTECT, &st);
             /* Host git reads ".git" only; a variant counts where the directory folds
@@ -228,11 +266,11 @@ int a3s_scan_protected(struct scan *s, struct top_entry *tops, size_t ntops,
     for (size_t j = 0; j < nseen && rc == 0; j++) {
         if (seen[j])
             continue;
-        const char *n = j < pd->n ? pd->v[j].name : pf->v[j - pd->n].name;
-        a3s_strv *l = j < pd->n ? &out->missing_dirs : &out->missing_files;
-        if (!strv_has(l, n) && a3s_strv_push(l, n) < 0)
+        a3s_strv *l = names[j].dir ? &out->missing_dirs : &out->missing_files;
+        if (!strv_has(l, names[j].name) && a3s_strv_push(l, names[j].name) < 0)
             rc = a3s_scan_oom(s);
     }
     free(seen);
+    free(names);
     return rc;
 }

@@ -8,7 +8,8 @@
 # in the directory of every `run` block after it in the same document. A block fails
 # with its file:line; an empty marked block, an unknown marker word or a document with
 # fewer marked blocks than it is known to have fails too (a lost marker is noticed).
-# Blocks without a marker (installing packages, `cmake --install`, servers, grants to
+# README's blocks also run from a source tree holding the program (tree/build/a3s-sandbox)
+# and from its build directory. Blocks without a marker (installing packages, `cmake --install`, servers, grants to
 # the internet) are not run.
 . "$(dirname "$0")/lib.sh"
 
@@ -77,26 +78,41 @@ for entry in "${docs[@]}"; do
       fail "$doc:$line: the marked block is empty"; continue
     fi
     if [ "$kind" = file ]; then files+=("$n:$arg"); continue; fi
-    d=$(tmpdir)
-    chmod 0755 "$d"
-    for f in "${files[@]}"; do
-      mkdir -p "$d/$(dirname "${f#*:}")"
-      cp "$blocks/${f%%:*}" "$d/${f#*:}"
+    # README's blocks run three ways, as a newcomer would: from a fresh directory, from
+    # a source tree that holds the program (tree/build/a3s-sandbox, as after building),
+    # and from that build directory (the program inside the workspace both times).
+    places=(fresh)
+    [ "$doc" = README.md ] && places+=(tree tree/build)
+    for place in "${places[@]}"; do
+      d=$(tmpdir)
+      chmod 0755 "$d"
+      pathdir=$bindir
+      if [ "$place" != fresh ]; then
+        mkdir -p "$d/tree/build" && cp "$A3S" "$d/tree/build/a3s-sandbox"
+        chmod -R a+rX "$d"
+        pathdir=$d/tree/build d=$d/$place
+      fi
+      for f in "${files[@]}"; do
+        mkdir -p "$d/$(dirname "${f#*:}")"
+        cp "$blocks/${f%%:*}" "$d/${f#*:}"
+      done
+      log=$(mktemp)
+      (cd "$d" && env -u A3S_SANDBOX_POLICY_PATH PATH="$pathdir:$PATH" \
+         timeout 120 bash -e -o pipefail "$blocks/$n") >"$log" 2>&1 </dev/null
+      rc=$?
+      [ "$place" = fresh ] && ran=$((ran + 1))
+      where=""
+      [ "$place" = fresh ] || where=" from $place (the program in the workspace)"
+      if [ "$rc" -eq 0 ]; then
+        pass "$doc:$line: the block runs$where"
+      else
+        fail "$doc:$line: the block failed$where (exit $rc)"
+        sed 's/^/#   /' "$blocks/$n" | head -40
+        echo "#   --- its output:"
+        sed 's/^/#   /' "$log" | tail -40
+      fi
+      rm -f "$log"
     done
-    log=$(mktemp)
-    (cd "$d" && env -u A3S_SANDBOX_POLICY_PATH PATH="$bindir:$PATH" \
-       timeout 120 bash -e -o pipefail "$blocks/$n") >"$log" 2>&1 </dev/null
-    rc=$?
-    ran=$((ran + 1))
-    if [ "$rc" -eq 0 ]; then
-      pass "$doc:$line: the block runs"
-    else
-      fail "$doc:$line: the block failed (exit $rc)"
-      sed 's/^/#   /' "$blocks/$n" | head -40
-      echo "#   --- its output:"
-      sed 's/^/#   /' "$log" | tail -40
-    fi
-    rm -f "$log"
   done <<<"$meta"
   echo "# $doc: $ran blocks ran (at least $least expected)"
   total=$((total + ran))

@@ -2,8 +2,9 @@
 # The helper programs (launcher, relay, mediator) and the shipped policies are built into
 # the CLI and the library (the helpers handed over as sealed memfds): an installed CLI
 # runs from the source checkout, from the build dir and from any directory; the program
-# itself inside the workspace, or HOME as the workspace, is refused (the command could
-# replace what runs next); a command that overwrites the helper programs' files in its
+# itself inside the workspace is protected (the entry that holds it is read-only and
+# cannot be renamed, so the command cannot replace what runs next); HOME as the workspace
+# refuses runs but answers policy questions; a command that overwrites the helper programs' files in its
 # workspace changes nothing that a later run executes; the memfds never reach the
 # command. A program given by path (A3S_SANDBOX_LAUNCHER, ...) is still refused inside
 # the workspace.
@@ -43,27 +44,79 @@ for d in "${places[@]}"; do
   check "from $d: stdin is forwarded" eq "$out" 5
 done
 
-# The program itself inside the workspace: the command could replace it for the next
-# run, so it refuses (the build's CLI run from the checkout or its build dir, the Lua
-# module from the checkout). So does a workspace that is HOME.
+# The program itself inside the workspace (the build's CLI run from the checkout or its
+# build dir, the Lua module from the checkout): it runs, and the command can neither
+# rewrite, remove nor rename away what runs next. Host side: the program is unchanged.
 a3s_real=$(readlink -f "$A3S")
+sum_before=$(sha256sum <"$a3s_real")
 for d in "$src" "$bin"; do
   [ -w "$d" ] || continue
   case $a3s_real in "$d"/*) ;; *) continue ;; esac # the build dir may lie elsewhere
-  out=$(cd "$d" && HOME="$home" "$A3S" -- true 2>&1 </dev/null)
-  check "the build's CLI with $d as the workspace: refused (125)" eq "$?" 125
-  check "... saying the program lies inside the workspace" contains "$out" "lies inside the workspace"
+  rel=${a3s_real#"$d"/} top=${rel%%/*}
+  out=$(cd "$d" && HOME="$home" "$A3S" -- printf here 2>&1 </dev/null)
+  check "the build's CLI with $d as the workspace: runs" eq "$?:$out" "0:here"
+  out=$(cd "$d" && HOME="$home" "$A3S" -c "
+    { printf evil > '$rel'; } 2>/dev/null && echo wrote
+    rm -f '$rel' 2>/dev/null && echo removed
+    mv '$top' '$top.away' 2>/dev/null && echo renamed
+    true" 2>&1 </dev/null)
+  check "... the command cannot write, remove or rename the program's entry ($top)" eq "$out" ""
+  check "... the program is unchanged" eq "$(sha256sum <"$a3s_real")" "$sum_before"
+  check "... and nothing renamed is left" test ! -e "$d/$top.away"
+  out=$(cd "$d" && HOME="$home" "$A3S" plan --explain 2>&1 </dev/null)
+  check "... plan shows the entry protected" contains "$out" "protect   $d/$top "
 done
+# A copy of the program at the top of its workspace, and one nested in a directory.
+ws=$(tmpdir)
+mkdir -p "$ws/tools/bin"
+cp "$A3S" "$ws/a3s-sandbox"
+cp "$A3S" "$ws/tools/bin/a3s-sandbox"
+chmod -R a+rX "$ws"
+sum=$(sha256sum <"$A3S")
+out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -c '
+  { printf evil > a3s-sandbox; } 2>/dev/null && echo wrote
+  rm -f a3s-sandbox 2>/dev/null && echo removed
+  mv a3s-sandbox x 2>/dev/null && echo renamed
+  printf ok' 2>&1 </dev/null)
+check "a program at the top of its workspace: runs, stays unwritable and in place" eq "$out" ok
+out=$(cd "$ws" && HOME="$home" ./tools/bin/a3s-sandbox -c '
+  mv tools t2 2>/dev/null && echo renamed
+  mkdir -p tools/bin 2>/dev/null; { printf evil > tools/bin/a3s-sandbox; } 2>/dev/null && echo wrote
+  printf ok' 2>&1 </dev/null)
+check "a nested program: its top-level directory is neither renamed nor written" eq "$out" ok
+check "... host side: both copies unchanged" \
+  eq "$(sha256sum <"$ws/a3s-sandbox")$(sha256sum <"$ws/tools/bin/a3s-sandbox")" "$sum$sum"
+# The program's directory exchanged with a decoy (renameat2 RENAME_EXCHANGE) from inside
+# a run: refused, since in every run that entry is a mount point.
+source "$(dirname "$0")/race_helpers.sh"
+mkdir -p "$ws/decoy/bin"
+printf '#!/bin/sh\necho evil\n' >"$ws/decoy/bin/a3s-sandbox"
+build_swap "$ws"
+out=$(cd "$ws" && HOME="$home" "$ws/tools/bin/a3s-sandbox" -t 30 -- ./swap tools decoy once 2>&1 </dev/null)
+check "an exchange of the program's directory from inside: refused (busy)" contains "$out" "renameat2: Device or resource busy"
+check "... host side: the program is in place and unchanged" eq "$(sha256sum <"$ws/tools/bin/a3s-sandbox")" "$sum"
+check "... and the decoy still holds the decoy" contains "$(cat "$ws/decoy/bin/a3s-sandbox")" "echo evil"
+
+# HOME as the workspace: runs are refused (the command could plant what the caller's
+# shell runs next and read every credential there); questions about the policy, and the
+# probe's fixed command, still work.
 out=$(cd "$home" && HOME="$home" "$A3SI" -- true 2>&1 </dev/null)
-check "HOME as the workspace: refused (125)" eq "$?" 125
-check "... saying why" contains "$out" "is your home directory"
+check "HOME as the workspace: a run is refused (125)" eq "$?" 125
+check "... saying why and what to do" contains "$out" "is your home directory"
+check "... naming -w" contains "$out" "-w DIR"
+for q in digest "check baseline" plan "plan --explain" capabilities probe; do
+  # shellcheck disable=SC2086 # the words of $q are the arguments
+  out=$(cd "$home" && HOME="$home" "$A3SI" $q 2>&1 </dev/null)
+  check "HOME as the workspace: '$q' answers (exit 0)" eq "$?" 0
+done
 mod="$bin/a3s_sandbox.so"
 if [ -f "$mod" ] && [ -w "$src" ] && command -v lua5.4 >/dev/null; then
   out=$(cd "$src" && HOME="$home" LUA_CPATH="$bin/?.so;;" lua5.4 -e '
-    local sb, err = require("a3s_sandbox").new{}
-    io.write(tostring(sb), " ", tostring(err))' 2>&1)
+    local sb = assert(require("a3s_sandbox").new{})
+    local r = assert(sb:exec({ "printf", "lua-in-tree" }))
+    io.write(r.stdout, " ", r.exit_code)' 2>&1)
   case $bin in
-  "$src"/*) check "Lua module inside its default workspace: refused" contains "$out" "lies inside the workspace" ;;
+  "$src"/*) check "the build's Lua module in its default workspace (the checkout): runs" eq "$out" "lua-in-tree 0" ;;
   esac
   lmod=$(tmpdir)
   cp "$mod" "$lmod/"

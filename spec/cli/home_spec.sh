@@ -80,6 +80,11 @@ RC=$?
 check "HOME as the workspace: refused (125)" eq "$RC" 125
 check "HOME as the workspace: says why" contains "$(cat "$e")" "is your home directory"
 check "HOME as the workspace: nothing ran" eq "$(ls -A "$h2" | sort | tr '\n' ' ')" ".npmrc notes.txt "
+aud=$(tmpdir)/audit.jsonl
+(cd "$h2" && HOME="$h2" "$A3S" --audit "$aud" -c 'echo ran > ran.txt' >/dev/null 2>&1 </dev/null)
+check "HOME as the workspace, audited: refused (125)" eq "$?" 125
+check "... the refusal is in the audit log" contains "$(cat "$aud" 2>/dev/null)" '"reason":"workspace-refused"'
+check "... and nothing ran" test ! -e "$h2/ran.txt"
 h3=$(tmpdir)
 mkdir -p "$h3/me"
 (cd "$h3" && HOME="$h3/me" "$A3S" -- true >/dev/null 2>"$e" </dev/null)
