@@ -21,15 +21,21 @@
  * entry that holds it; process-host protects nothing, so there it is refused. */
 static int protect_image(a3s_sandbox *sb, a3s_error *err)
 {
-    char *img = a3s_instdir_image();
-    int rc = a3s_sandbox_protect_image(sb, img, err);
-    free(img);
+    a3s_strv paths = {0};
+    int rc = a3s_instdir_guard_paths(&paths) < 0 ? a3s_fail(err, A3S_ERR_INTERNAL, "out of memory")
+                                                 : 0;
+    size_t ndirs = paths.n >= 2 ? 2 : 0; /* the policy directories come last */
+    for (size_t i = 0; i < paths.n && rc == 0; i++)
+        rc = a3s_sandbox_guard_path(sb, paths.v[i], i >= paths.n - ndirs, err);
+    if (rc == 0 && paths.n)
+        rc = a3s_sandbox_guard_home_dir(sb, paths.v[0], err);
+    a3s_strv_free(&paths);
     return rc;
 }
 
 static int image_outside(const a3s_sandbox *sb, a3s_error *err)
 {
-    if (!a3s_sandbox_holds_image(sb))
+    if (!a3s_sandbox_guarded(sb))
         return 0;
     char *img = a3s_instdir_image();
     a3s_fail(err, A3S_ERR_INVALID,

@@ -100,6 +100,68 @@ char *a3s_instdir_image(void)
     return image_path(&rel);
 }
 
+/* The main program as its caller named it: argv[0] from /proc/self/cmdline, looked up
+ * in PATH as execvp does when it has no '/'. NULL when unknown. */
+static char *invoked_path(void)
+{
+    char buf[PATH_MAX];
+    FILE *f = fopen("/proc/self/cmdline", "rbe");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    (void)fclose(f);
+    buf[n] = '\0';
+    if (!buf[0])
+        return NULL;
+    if (strchr(buf, '/'))
+        return a3s_strdup(buf);
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; p && *p;) {
+        size_t len = strcspn(p, ":");
+        char *cand = NULL;
+        if (asprintf(&cand, "%.*s%s%s", (int)len, len ? p : ".", "/", buf) < 0)
+            return NULL;
+        struct stat st;
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+            return cand;
+        free(cand);
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return NULL;
+}
+
+int a3s_instdir_guard_paths(a3s_strv *out)
+{
+    const char *rel = NULL;
+    char *img = image_path(&rel);
+    if (!img)
+        return 0;
+    int rc = a3s_strv_push(out, img);
+    /* The spelling that was loaded or run, which may pass through links. */
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (rc == 0 && dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) &&
+        lm) {
+        char *inv = lm->l_name && lm->l_name[0] ? a3s_strdup(lm->l_name) : invoked_path();
+        if (inv)
+            rc = a3s_strv_push(out, inv);
+        free(inv);
+    }
+    /* Where a3s_instdir_policies looks, whether or not it exists yet. */
+    char *slash = strrchr(img, '/');
+    if (rc == 0 && slash) {
+        *slash = '\0';
+        const char *dir = img[0] ? img : "";
+        if (a3s_strv_pushf(out, "%s/share/a3s-sandbox/policies", dir) < 0 ||
+            a3s_strv_pushf(out, "%s/%s", dir, rel) < 0)
+            rc = -1;
+    }
+    free(img);
+    return rc;
+}
+
 const char *a3s_instdir_builtin(void)
 {
     return a3s_lua_policy_engine.builtin_dir;

@@ -3,6 +3,8 @@
 #ifndef A3S_INSTDIR_H
 #define A3S_INSTDIR_H
 
+#include "util.h"
+
 /* The installation's policy directory (malloc'd, canonical), or NULL when there is none
  * that may be trusted: next to the running image, <dir>/share/a3s-sandbox/policies (the
  * build tree's layout), else <dir>/<relative path of the install layout>, where <dir>
@@ -16,6 +18,13 @@ char *a3s_instdir_policies(void);
  * what a command must not be able to replace (compose.c refuses a workspace that holds
  * it). */
 char *a3s_instdir_image(void);
+
+/* Every path by which this program is reached or finds its data, for the workspace
+ * guard (a3s_sandbox_guard_path): the image, the spelling it was run or loaded by (the
+ * CLI's argv[0] looked up in PATH, a library's link-map name; either may pass through
+ * links), and the policy directories looked for next to it; the first is the canonical
+ * image, the last two are directories. 0, or -1 on ENOMEM. */
+int a3s_instdir_guard_paths(a3s_strv *out);
 
 /* The search-path entry of the shipped policies built into the program (the policy
  * engine's, after the installed directory). */

@@ -80,33 +80,6 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb);
 }
 
-bool a3s_sandbox_holds_image(const a3s_sandbox *sb)
-{
-    return sb->also_dirs.n || sb->also_files.n;
-}
-
-int a3s_sandbox_protect_image(a3s_sandbox *sb, const char *path, a3s_error *err)
-{
-    if (!path || !a3s_path_within(path, sb->workspace))
-        return 0;
-    /* The top-level entry that holds it: read-only and unrenameable for every run (a
-     * mount point cannot be renamed), pinned when missing like a protected name. */
-    const char *rel = path + strlen(sb->workspace);
-    while (*rel == '/')
-        rel++;
-    size_t len = strcspn(rel, "/");
-    if (len == 0)
-        return a3s_fail(err, A3S_ERR_INVALID, "%s is the workspace %s itself", path,
-                        sb->workspace);
-    char *name = strndup(rel, len);
-    if (!name)
-        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    a3s_strv *l = rel[len] ? &sb->also_dirs : &sb->also_files;
-    int rc = a3s_strv_push(l, name);
-    free(name);
-    return rc < 0 ? a3s_fail(err, A3S_ERR_INTERNAL, "out of memory") : 0;
-}
-
 a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err)
 {
     a3s_policy_ctx ctx = {
@@ -194,12 +167,17 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
      * .ssh, .local/bin): a workspace that is HOME or holds it would let a command plant
      * what the caller runs next, outside any sandbox. Runs are refused; questions about
      * the policy (check, plan, digest, explain) are not runs. */
-    if (a3s_path_within(sb->home, sb->workspace) &&
+    struct passwd *pw = getpwuid(getuid());
+    const char *pw_home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    const char *held_home = a3s_sandbox_ws_holds(sb, sb->home)  ? sb->home
+                            : a3s_sandbox_ws_holds(sb, pw_home) ? pw_home
+                                                                : NULL;
+    if (held_home &&
         asprintf(&sb->ws_refusal,
                  "the workspace %s is your home directory %s or holds it: a command could "
                  "write what your shell and tools run next (.bashrc, .gitconfig, .ssh, ...); "
                  "choose a project directory (-w DIR, or cd into one)",
-                 sb->workspace, sb->home) < 0) {
+                 sb->workspace, held_home) < 0) {
         sb->ws_refusal = NULL;
         goto oom;
     }

@@ -12,12 +12,17 @@
  * policy directory, or NULL. */
 a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine *policy,
                                 const char *installed_policies, a3s_error *err);
-/* The running program or library at path (absolute, canonical) must never be what a
- * command rewrites for the next run: when it lies inside the workspace, the top-level
- * entry that holds it is protected (read-only, pinned when missing) in every run. */
-int a3s_sandbox_protect_image(a3s_sandbox *sb, const char *path, a3s_error *err);
-/* Whether the workspace holds it (process-host enforces nothing there: refuse). */
-bool a3s_sandbox_holds_image(const a3s_sandbox *sb);
+/* The running program must never be what a command rewrites for the next run. Walks
+ * path (relative: from the current directory) as the kernel would, following links; each
+ * entry the walk steps into from the workspace (by identity) is protected in every run
+ * (read-only and a mount point; pinned when missing; a directory unless it is the last
+ * component and !final_dir). Paths that do not exist are walked as far as they do. */
+int a3s_sandbox_guard_path(a3s_sandbox *sb, const char *path, bool final_dir, a3s_error *err);
+/* When the directory of image (canonical) is the workspace itself, every run is refused:
+ * what is installed beside the program would be the command's to replace. */
+int a3s_sandbox_guard_home_dir(a3s_sandbox *sb, const char *image, a3s_error *err);
+/* Whether a3s_sandbox_guard_path protected anything (process-host cannot: refuse). */
+bool a3s_sandbox_guarded(const a3s_sandbox *sb);
 /* What a backend is given of the host (borrowed from sb). */
 void a3s_sandbox_host(const a3s_sandbox *sb, a3s_backend_host *h);
 /* The host environment variable name, or NULL. */

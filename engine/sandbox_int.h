@@ -45,6 +45,9 @@ struct a3s_sandbox {
     a3s_strv also_dirs, also_files;
 };
 
+/* Whether the workspace is path (canonicalized) or one of its ancestors, by identity. */
+bool a3s_sandbox_ws_holds(const a3s_sandbox *sb, const char *path);
+
 /* Evaluate the current policy for a run whose scratch dir is `scratch`. */
 a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err);
 

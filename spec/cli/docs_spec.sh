@@ -8,8 +8,10 @@
 # in the directory of every `run` block after it in the same document. A block fails
 # with its file:line; an empty marked block, an unknown marker word or a document with
 # fewer marked blocks than it is known to have fails too (a lost marker is noticed).
-# README's blocks also run from a source tree holding the program (tree/build/a3s-sandbox)
-# and from its build directory. Blocks without a marker (installing packages, `cmake --install`, servers, grants to
+# README's blocks also run from a source tree holding the program (tree/build/a3s-sandbox);
+# from the build directory itself runs are refused with a clear message (the command
+# could replace what lies beside the program) while policy questions answer.
+# Blocks without a marker (installing packages, `cmake --install`, servers, grants to
 # the internet) are not run.
 . "$(dirname "$0")/lib.sh"
 
@@ -78,11 +80,10 @@ for entry in "${docs[@]}"; do
       fail "$doc:$line: the marked block is empty"; continue
     fi
     if [ "$kind" = file ]; then files+=("$n:$arg"); continue; fi
-    # README's blocks run three ways, as a newcomer would: from a fresh directory, from
-    # a source tree that holds the program (tree/build/a3s-sandbox, as after building),
-    # and from that build directory (the program inside the workspace both times).
+    # README's blocks run two ways, as a newcomer would: from a fresh directory, and from
+    # a source tree that holds the program (tree/build/a3s-sandbox, as after building).
     places=(fresh)
-    [ "$doc" = README.md ] && places+=(tree tree/build)
+    [ "$doc" = README.md ] && places+=(tree)
     for place in "${places[@]}"; do
       d=$(tmpdir)
       chmod 0755 "$d"
@@ -119,4 +120,15 @@ for entry in "${docs[@]}"; do
   check "$doc: at least $least marked blocks ($ran)" test "$ran" -ge "$least"
 done
 echo "# $total blocks ran in all"
+
+d=$(tmpdir)
+mkdir -p "$d/tree/build" && cp "$A3S" "$d/tree/build/a3s-sandbox" && chmod -R a+rX "$d"
+out=$(cd "$d/tree/build" && ./a3s-sandbox -- true 2>&1 </dev/null)
+check "from the program's own directory: a run is refused (125)" eq "$?" 125
+check "... saying why and what to do" contains "$out" "is the directory of the running program"
+for q in digest plan capabilities probe "check baseline"; do
+  # shellcheck disable=SC2086 # the words of $q are the arguments
+  out=$(cd "$d/tree/build" && ./a3s-sandbox $q 2>&1 </dev/null)
+  check "from the program's own directory: '$q' answers" eq "$?" 0
+done
 finish

@@ -2,8 +2,9 @@
 # The helper programs (launcher, relay, mediator) and the shipped policies are built into
 # the CLI and the library (the helpers handed over as sealed memfds): an installed CLI
 # runs from the source checkout, from the build dir and from any directory; the program
-# itself inside the workspace is protected (the entry that holds it is read-only and
-# cannot be renamed, so the command cannot replace what runs next); HOME as the workspace
+# itself inside the workspace is protected (every entry on the way to it, links
+# included, and where it looks for policies, is read-only and cannot be renamed, so the
+# command cannot replace what runs next); its own directory, or HOME, as the workspace
 # refuses runs but answers policy questions; a command that overwrites the helper programs' files in its
 # workspace changes nothing that a later run executes; the memfds never reach the
 # command. A program given by path (A3S_SANDBOX_LAUNCHER, ...) is still refused inside
@@ -44,48 +45,68 @@ for d in "${places[@]}"; do
   check "from $d: stdin is forwarded" eq "$out" 5
 done
 
-# The program itself inside the workspace (the build's CLI run from the checkout or its
-# build dir, the Lua module from the checkout): it runs, and the command can neither
-# rewrite, remove nor rename away what runs next. Host side: the program is unchanged.
+# The program itself inside the workspace (the build's CLI run from the checkout, the Lua
+# module from the checkout): it runs, and the command can neither rewrite, remove nor
+# rename away what runs next. Host side: the program is unchanged. The program's own
+# directory as the workspace refuses runs (its siblings would be the command's).
 a3s_real=$(readlink -f "$A3S")
 sum_before=$(sha256sum <"$a3s_real")
-for d in "$src" "$bin"; do
-  [ -w "$d" ] || continue
-  case $a3s_real in "$d"/*) ;; *) continue ;; esac # the build dir may lie elsewhere
-  rel=${a3s_real#"$d"/} top=${rel%%/*}
-  out=$(cd "$d" && HOME="$home" "$A3S" -- printf here 2>&1 </dev/null)
-  check "the build's CLI with $d as the workspace: runs" eq "$?:$out" "0:here"
-  out=$(cd "$d" && HOME="$home" "$A3S" -c "
-    { printf evil > '$rel'; } 2>/dev/null && echo wrote
-    rm -f '$rel' 2>/dev/null && echo removed
-    mv '$top' '$top.away' 2>/dev/null && echo renamed
-    true" 2>&1 </dev/null)
-  check "... the command cannot write, remove or rename the program's entry ($top)" eq "$out" ""
-  check "... the program is unchanged" eq "$(sha256sum <"$a3s_real")" "$sum_before"
-  check "... and nothing renamed is left" test ! -e "$d/$top.away"
-  out=$(cd "$d" && HOME="$home" "$A3S" plan --explain 2>&1 </dev/null)
-  check "... plan shows the entry protected" contains "$out" "protect   $d/$top "
-done
-# A copy of the program at the top of its workspace, and one nested in a directory.
+case $a3s_real in
+"$src"/*/*)
+  if [ -w "$src" ]; then
+    rel=${a3s_real#"$src"/} top=${rel%%/*}
+    out=$(cd "$src" && HOME="$home" "$A3S" -- printf here 2>&1 </dev/null)
+    check "the build's CLI with the checkout as the workspace: runs" eq "$?:$out" "0:here"
+    out=$(cd "$src" && HOME="$home" "$A3S" -c "
+      { printf evil > '$rel'; } 2>/dev/null && echo wrote
+      rm -f '$rel' 2>/dev/null && echo removed
+      mv '$top' '$top.away' 2>/dev/null && echo renamed
+      true" 2>&1 </dev/null)
+    check "... the command cannot write, remove or rename the program's entry ($top)" eq "$out" ""
+    check "... the program is unchanged" eq "$(sha256sum <"$a3s_real")" "$sum_before"
+    check "... and nothing renamed is left" test ! -e "$src/$top.away"
+    out=$(cd "$src" && HOME="$home" "$A3S" plan --explain 2>&1 </dev/null)
+    check "... plan shows the entry protected" contains "$out" "protect   $src/$top "
+  fi ;;
+esac
 ws=$(tmpdir)
-mkdir -p "$ws/tools/bin"
-cp "$A3S" "$ws/a3s-sandbox"
+mkdir -p "$ws/tools/bin" "$ws/pfx/bin"
 cp "$A3S" "$ws/tools/bin/a3s-sandbox"
+cp "$A3S" "$ws/a3s-sandbox"
 chmod -R a+rX "$ws"
 sum=$(sha256sum <"$A3S")
-out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -c '
-  { printf evil > a3s-sandbox; } 2>/dev/null && echo wrote
-  rm -f a3s-sandbox 2>/dev/null && echo removed
-  mv a3s-sandbox x 2>/dev/null && echo renamed
-  printf ok' 2>&1 </dev/null)
-check "a program at the top of its workspace: runs, stays unwritable and in place" eq "$out" ok
+out=$(cd "$ws" && HOME="$home" ./a3s-sandbox -c 'echo ran > ran.txt' 2>&1 </dev/null)
+check "the program's own directory as the workspace: refused (125)" eq "$?" 125
+check "... saying why" contains "$out" "is the directory of the running program"
+check "... nothing ran" test ! -e "$ws/ran.txt"
+out=$(cd "$ws" && HOME="$home" ./a3s-sandbox digest 2>&1 </dev/null)
+check "... a policy question still answers" eq "$?" 0
 out=$(cd "$ws" && HOME="$home" ./tools/bin/a3s-sandbox -c '
   mv tools t2 2>/dev/null && echo renamed
   mkdir -p tools/bin 2>/dev/null; { printf evil > tools/bin/a3s-sandbox; } 2>/dev/null && echo wrote
   printf ok' 2>&1 </dev/null)
-check "a nested program: its top-level directory is neither renamed nor written" eq "$out" ok
-check "... host side: both copies unchanged" \
-  eq "$(sha256sum <"$ws/a3s-sandbox")$(sha256sum <"$ws/tools/bin/a3s-sandbox")" "$sum$sum"
+check "a nested program: its top-level directory is neither renamed nor written" \
+  eq "$out" ok
+check "... host side: the nested copy is unchanged" eq "$(sha256sum <"$ws/tools/bin/a3s-sandbox")" "$sum"
+# A link to the program inside the workspace is the path the caller runs next: the entry
+# holding the link is protected as well as the one holding the program.
+mkdir -p "$ws/links"
+ln -s ../tools/bin/a3s-sandbox "$ws/links/a3s"
+out=$(cd "$ws" && HOME="$home" ./links/a3s -c '
+  rm -f links/a3s 2>/dev/null && echo removed
+  mv links l2 2>/dev/null && echo renamed
+  printf ok' 2>&1 </dev/null)
+check "run through a link in the workspace: the link's entry is protected too" eq "$out" ok
+check "... host side: the link still leads to the program" eq "$(readlink "$ws/links/a3s")" ../tools/bin/a3s-sandbox
+# A prefix as the workspace: the policy directory looked for next to the program
+# (PREFIX/share/a3s-sandbox/policies) cannot be created by the command for a later run
+# from another workspace.
+cp "$A3S" "$ws/pfx/bin/a3s-sandbox"
+out=$(cd "$ws/pfx" && HOME="$home" ./bin/a3s-sandbox -c '
+  mkdir -p share/a3s-sandbox/policies 2>/dev/null && echo made
+  printf ok' 2>&1 </dev/null)
+check "an install prefix as the workspace: its share/ cannot be planted" eq "$out" ok
+check "... host side: no share/ left" test ! -e "$ws/pfx/share"
 # The program's directory exchanged with a decoy (renameat2 RENAME_EXCHANGE) from inside
 # a run: refused, since in every run that entry is a mount point.
 source "$(dirname "$0")/race_helpers.sh"

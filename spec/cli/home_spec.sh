@@ -89,5 +89,22 @@ h3=$(tmpdir)
 mkdir -p "$h3/me"
 (cd "$h3" && HOME="$h3/me" "$A3S" -- true >/dev/null 2>"$e" </dev/null)
 check "a workspace holding HOME: refused (125)" eq "$?" 125
+# HOME set elsewhere (su without -, a kept HOME): the passwd home is still a home.
+pwh=$(getent passwd "$(id -u)" | cut -d: -f6)
+if [ -n "$pwh" ] && [ -d "$pwh" ] && [ -x "$pwh" ]; then
+  (cd "$pwh" && HOME="$h3" "$A3S" -c 'true' >/dev/null 2>"$e" </dev/null)
+  check "the passwd home as the workspace, HOME set elsewhere: refused (125)" eq "$?" 125
+  check "... saying why" contains "$(cat "$e")" "is your home directory $pwh"
+fi
+# The same home reached through a bind mount (another path, the same directory).
+if [ "$(id -u)" = 0 ]; then
+  alias=$(tmpdir)
+  if mount --bind "$h2" "$alias" 2>/dev/null; then
+    (cd / && HOME="$h2" "$A3S" -w "$alias" -c 'echo x > planted' >/dev/null 2>"$e" </dev/null)
+    check "HOME through a bind-mount alias: refused (125)" eq "$?" 125
+    check "... nothing planted" test ! -e "$h2/planted"
+    umount "$alias"
+  fi
+fi
 rm -f "$o" "$e"
 finish
