@@ -16,35 +16,27 @@
 #include "sandbox.h"
 #include "util.h"
 
-/* The running program or library inside the workspace: the command could replace it, and
- * the next run would execute the command's code on the host. The boundary protects the
- * entry that holds it; process-host protects nothing, so there it is refused. */
+/* The running program or library reachable from the workspace: the command could replace
+ * it, and the next run would execute the command's code on the host. Each top-level
+ * entry on the way is protected in every run (engine/selfguard.c); process-host protects
+ * nothing, so there such a workspace refuses runs (engine/run.c). */
 static int protect_image(a3s_sandbox *sb, a3s_error *err)
 {
-    a3s_strv paths = {0};
-    int rc = a3s_instdir_guard_paths(&paths) < 0 ? a3s_fail(err, A3S_ERR_INTERNAL, "out of memory")
-                                                 : 0;
-    size_t ndirs = paths.n >= 2 ? 2 : 0; /* the policy directories come last */
-    for (size_t i = 0; i < paths.n && rc == 0; i++)
-        rc = a3s_sandbox_guard_path(sb, paths.v[i], i >= paths.n - ndirs, err);
-    if (rc == 0 && paths.n)
-        rc = a3s_sandbox_guard_home_dir(sb, paths.v[0], err);
-    a3s_strv_free(&paths);
-    return rc;
-}
-
-static int image_outside(const a3s_sandbox *sb, a3s_error *err)
-{
-    if (!a3s_sandbox_guarded(sb))
-        return 0;
-    char *img = a3s_instdir_image();
-    a3s_fail(err, A3S_ERR_INVALID,
-             "%s lies inside the workspace %s, and process-host (no boundary) cannot keep "
-             "the command from replacing it for the next run: run an installed copy, or "
-             "choose a workspace that does not hold it",
-             img ? img : "this program", a3s_sandbox_workspace(sb));
+    char *img = NULL;
+    a3s_strv files = {0}, dirs = {0};
+    int rc = a3s_instdir_guard_paths(&img, &files, &dirs) < 0
+                 ? a3s_fail(err, A3S_ERR_INTERNAL, "out of memory")
+                 : 0;
+    for (size_t i = 0; i < files.n && rc == 0; i++)
+        rc = a3s_sandbox_guard_path(sb, files.v[i], false, err);
+    for (size_t i = 0; i < dirs.n && rc == 0; i++)
+        rc = a3s_sandbox_guard_path(sb, dirs.v[i], true, err);
+    if (rc == 0)
+        rc = a3s_sandbox_guard_home_dir(sb, img, err);
+    a3s_strv_free(&files);
+    a3s_strv_free(&dirs);
     free(img);
-    return -1;
+    return rc;
 }
 
 /* The opt-in's question, whether the native boundary works on this host, asked in a
@@ -106,7 +98,7 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
     else if (probe_elsewhere(opts, h.tmp, &why) == 0)
         return sb;
     a3s_backend *host = NULL;
-    if (image_outside(sb, err) < 0 || a3s_host_backend_new(&h, &host, err) < 0 ||
+    if (a3s_host_backend_new(&h, &host, err) < 0 ||
         a3s_sandbox_use_backend(sb, host, why.msg, err) < 0)
         goto fail;
     return sb;

@@ -100,65 +100,64 @@ char *a3s_instdir_image(void)
     return image_path(&rel);
 }
 
-/* The main program as its caller named it: argv[0] from /proc/self/cmdline, looked up
- * in PATH as execvp does when it has no '/'. NULL when unknown. */
-static char *invoked_path(void)
+/* The main program as its caller named it: argv[0] from /proc/self/cmdline; when it has
+ * no '/', every PATH candidate execvp would try up to the one found (an earlier one a
+ * command creates would be what runs next). */
+static int invoked_paths(a3s_strv *out)
 {
     char buf[PATH_MAX];
     FILE *f = fopen("/proc/self/cmdline", "rbe");
     if (!f)
-        return NULL;
+        return 0;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     (void)fclose(f);
     buf[n] = '\0';
     if (!buf[0])
-        return NULL;
+        return 0;
     if (strchr(buf, '/'))
-        return a3s_strdup(buf);
+        return a3s_strv_push(out, buf);
     const char *path = getenv("PATH");
-    for (const char *p = path ? path : ""; p && *p;) {
+    for (const char *p = path ? path : ""; *p;) {
         size_t len = strcspn(p, ":");
-        char *cand = NULL;
-        if (asprintf(&cand, "%.*s%s%s", (int)len, len ? p : ".", "/", buf) < 0)
-            return NULL;
+        if (a3s_strv_pushf(out, "%.*s/%s", (int)(len ? len : 1), len ? p : ".", buf) < 0)
+            return -1;
         struct stat st;
+        const char *cand = out->v[out->n - 1];
         if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
-            return cand;
-        free(cand);
+            break;
         p += len;
         if (*p == ':')
             p++;
     }
-    return NULL;
+    return 0;
 }
 
-int a3s_instdir_guard_paths(a3s_strv *out)
+int a3s_instdir_guard_paths(char **image, a3s_strv *files, a3s_strv *dirs)
 {
     const char *rel = NULL;
-    char *img = image_path(&rel);
-    if (!img)
-        return 0;
-    int rc = a3s_strv_push(out, img);
+    *image = image_path(&rel);
     /* The spelling that was loaded or run, which may pass through links. */
     Dl_info info;
     struct link_map *lm = NULL;
-    if (rc == 0 && dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) &&
-        lm) {
-        char *inv = lm->l_name && lm->l_name[0] ? a3s_strdup(lm->l_name) : invoked_path();
-        if (inv)
-            rc = a3s_strv_push(out, inv);
-        free(inv);
+    if (dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm) {
+        if (lm->l_name && lm->l_name[0] ? a3s_strv_push(files, lm->l_name) < 0
+                                         : invoked_paths(files) < 0)
+            return -1;
     }
+    if (!*image)
+        return 0;
+    if (a3s_strv_push(files, *image) < 0)
+        return -1;
     /* Where a3s_instdir_policies looks, whether or not it exists yet. */
-    char *slash = strrchr(img, '/');
-    if (rc == 0 && slash) {
-        *slash = '\0';
-        const char *dir = img[0] ? img : "";
-        if (a3s_strv_pushf(out, "%s/share/a3s-sandbox/policies", dir) < 0 ||
-            a3s_strv_pushf(out, "%s/%s", dir, rel) < 0)
-            rc = -1;
-    }
-    free(img);
+    char *dir = a3s_strdup(*image);
+    if (!dir)
+        return -1;
+    *strrchr(dir, '/') = '\0';
+    int rc = a3s_strv_pushf(dirs, "%s/share/a3s-sandbox/policies", dir) < 0 ||
+                     a3s_strv_pushf(dirs, "%s/%s", dir, rel) < 0
+                 ? -1
+                 : 0;
+    free(dir);
     return rc;
 }
 

@@ -20,11 +20,12 @@ char *a3s_instdir_policies(void);
 char *a3s_instdir_image(void);
 
 /* Every path by which this program is reached or finds its data, for the workspace
- * guard (a3s_sandbox_guard_path): the image, the spelling it was run or loaded by (the
- * CLI's argv[0] looked up in PATH, a library's link-map name; either may pass through
- * links), and the policy directories looked for next to it; the first is the canonical
- * image, the last two are directories. 0, or -1 on ENOMEM. */
-int a3s_instdir_guard_paths(a3s_strv *out);
+ * guard (a3s_sandbox_guard_path): *image the canonical image (malloc'd; NULL when it
+ * cannot be located), files the spellings it was run or loaded by (the CLI's argv[0],
+ * or every PATH candidate up to the one found; a library's link-map name; either may
+ * pass through links) and the image, dirs the policy directories looked for next to
+ * it. 0, or -1 on ENOMEM. */
+int a3s_instdir_guard_paths(char **image, a3s_strv *files, a3s_strv *dirs);
 
 /* The search-path entry of the shipped policies built into the program (the policy
  * engine's, after the installed directory). */

@@ -286,11 +286,17 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     }
     /* A workspace no run may use (HOME): refused, but the probe's fixed command may
      * still show whether the boundary works here. */
-    if (sb->ws_refusal && !sb->probing) {
+    const char *refusal = sb->ws_refusal;
+    if (!refusal && be && !be->ops->boundary && a3s_sandbox_guarded(sb))
+        refusal = "the workspace holds the running program (or a path to it), and "
+                  "process-host (no boundary) cannot keep the command from replacing it for "
+                  "the next run: run an installed copy, or choose a workspace that does not "
+                  "hold it";
+    if (refusal && !sb->probing) {
         a3s_audit_emit(au, "workspace", "deny", "workspace-refused", "<workspace>", NULL);
         a3s_error cerr;
         (void)a3s_audit_close(au, &cerr);
-        return a3s_fail(err, A3S_ERR_INVALID, "%s", sb->ws_refusal), A3S_ERR_INVALID;
+        return a3s_fail(err, A3S_ERR_INVALID, "%s", refusal), A3S_ERR_INVALID;
     }
     a3s_prepared pp;
     if (a3s_sandbox_prepare(sb, req, true, &pp, err) < 0) {

@@ -7,6 +7,7 @@
  * renamed; pinned when missing). */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -37,6 +38,21 @@ static int protect(a3s_sandbox *sb, const char *name, bool dir, a3s_error *err)
     if (strv_has(l, name))
         return 0;
     return a3s_strv_push(l, name) < 0 ? a3s_fail(err, A3S_ERR_INTERNAL, "out of memory") : 0;
+}
+
+/* A walk that cannot finish cannot say what to protect: every run is refused. */
+static int give_up(a3s_sandbox *sb, const char *path, const char *why, a3s_error *err)
+{
+    if (sb->ws_refusal)
+        return 0;
+    if (asprintf(&sb->ws_refusal,
+                 "cannot tell whether the workspace %s holds the running program (%s: %s): "
+                 "a command could replace it for the next run",
+                 sb->workspace, path, why) < 0) {
+        sb->ws_refusal = NULL;
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    return 0;
 }
 
 /* Prepend the components of s (a link's target) to the remaining path in rest. */
@@ -71,14 +87,19 @@ static bool next_comp(char *rest, char comp[NAME_MAX + 1])
 int a3s_sandbox_guard_path(a3s_sandbox *sb, const char *path, bool final_dir, a3s_error *err)
 {
     if (!path || !path[0])
-        return 0;
-    char cur[PATH_MAX], rest[PATH_MAX], comp[NAME_MAX + 1];
-    if (path[0] == '/')
-        snprintf(cur, sizeof cur, "/");
-    else if (!getcwd(cur, sizeof cur))
-        return 0; /* no working directory: a relative path reaches nothing we can name */
-    if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest)
-        return 0;
+        return give_up(sb, "(none)", "the program's path is unknown", err);
+    char cur[PATH_MAX] = "/", rest[PATH_MAX], comp[NAME_MAX + 1];
+    /* From the root, the working directory's components first: a relative spelling from
+     * below the workspace passes through it too. */
+    if (path[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd))
+            return give_up(sb, path, "no working directory", err);
+        if (snprintf(rest, sizeof rest, "%s/%s", cwd, path) >= (int)sizeof rest)
+            return give_up(sb, path, "path too long", err);
+    } else if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest) {
+        return give_up(sb, path, "path too long", err);
+    }
     int links = 0;
     while (next_comp(rest, comp)) {
         if (!strcmp(comp, "."))
@@ -98,18 +119,20 @@ int a3s_sandbox_guard_path(a3s_sandbox *sb, const char *path, bool final_dir, a3
         char cand[PATH_MAX];
         if (snprintf(cand, sizeof cand, "%s%s%s", cur, strcmp(cur, "/") ? "/" : "", comp) >=
             (int)sizeof cand)
-            return 0;
+            return give_up(sb, path, "path too long", err);
         struct stat st;
         if (lstat(cand, &st) < 0)
-            return 0; /* missing: it was protected above if it would be in the workspace */
+            return 0; /* the walk ends where the caller's would: protected above if in it */
         if (S_ISLNK(st.st_mode)) {
             char target[PATH_MAX];
             ssize_t n = readlink(cand, target, sizeof target - 1);
-            if (n < 0 || ++links > MAX_LINKS)
-                return 0;
+            if (n < 0)
+                return give_up(sb, cand, "unreadable link", err);
+            if (++links > MAX_LINKS)
+                return 0; /* ELOOP for the caller too */
             target[n] = '\0';
             if (prepend(rest, sizeof rest, target) < 0)
-                return 0;
+                return give_up(sb, path, "path too long", err);
             if (target[0] == '/')
                 snprintf(cur, sizeof cur, "/");
             continue;
@@ -126,8 +149,8 @@ bool a3s_sandbox_guarded(const a3s_sandbox *sb)
 
 int a3s_sandbox_guard_home_dir(a3s_sandbox *sb, const char *image, a3s_error *err)
 {
-    if (!image)
-        return 0;
+    if (!image || image[0] != '/')
+        return give_up(sb, "(none)", "the running program cannot be located", err);
     char dir[PATH_MAX];
     if (snprintf(dir, sizeof dir, "%s", image) >= (int)sizeof dir)
         return 0;

@@ -98,6 +98,33 @@ out=$(cd "$ws" && HOME="$home" ./links/a3s -c '
   printf ok' 2>&1 </dev/null)
 check "run through a link in the workspace: the link's entry is protected too" eq "$out" ok
 check "... host side: the link still leads to the program" eq "$(readlink "$ws/links/a3s")" ../tools/bin/a3s-sandbox
+# Run by a relative spelling from below the workspace root, through a link in a
+# subdirectory: the walk starts at / and passes through the workspace, so "sub" is
+# protected though the program lies outside.
+ext=$(tmpdir)
+cp "$A3S" "$ext/a3s-sandbox" && chmod -R a+rX "$ext"
+mkdir -p "$ws/sub"
+ln -s "$ext" "$ws/sub/x"
+out=$(cd "$ws/sub" && HOME="$home" ./x/a3s-sandbox -w "$ws" -c '
+  rm -f sub/x 2>/dev/null && echo removed
+  mv sub s2 2>/dev/null && echo renamed
+  printf ok' 2>&1 </dev/null)
+check "run as ./x/a3s-sandbox from a subdirectory: the link's entry is protected" eq "$out" ok
+check "... host side: the link is in place" eq "$(readlink "$ws/sub/x")" "$ext"
+# Found in PATH after an entry inside the workspace: that earlier candidate is what runs
+# next if the command creates it, so it is pinned.
+out=$(cd "$ws" && HOME="$home" PATH="$ws/pathdir:$ext:$PATH" a3s-sandbox -c '
+  mkdir -p pathdir 2>/dev/null && { printf "#!/bin/sh\necho evil\n" > pathdir/a3s-sandbox; } 2>/dev/null && echo planted
+  printf ok' 2>&1 </dev/null)
+check "an earlier PATH entry in the workspace cannot be planted" eq "$out" ok
+check "... host side: nothing there" test ! -e "$ws/pathdir"
+# A path the walk cannot follow (a link target longer than it handles) refuses runs
+# rather than protecting nothing.
+long=$ws/$(printf './%.0s' $(seq 2030))sub
+ln -s "$long" "$ext/L"
+out=$(cd "$ws" && HOME="$home" "$ext/L/x/a3s-sandbox" -w "$ws" -- true 2>&1 </dev/null)
+check "a path the guard cannot walk: runs refused (125)" eq "$?" 125
+check "... saying why" contains "$out" "cannot tell whether the workspace"
 # A prefix as the workspace: the policy directory looked for next to the program
 # (PREFIX/share/a3s-sandbox/policies) cannot be created by the command for a later run
 # from another workspace.
@@ -139,6 +166,16 @@ if [ -f "$mod" ] && [ -w "$src" ] && command -v lua5.4 >/dev/null; then
   case $bin in
   "$src"/*) check "the build's Lua module in its default workspace (the checkout): runs" eq "$out" "lua-in-tree 0" ;;
   esac
+  # `require "a3s_sandbox"` tries ./a3s_sandbox.lua first (Debian's package.path): a
+  # script whose workspace is its working directory cannot be made to load a planted
+  # module next time.
+  lws=$(tmpdir)
+  out=$(cd "$lws" && HOME="$home" LUA_CPATH="$bin/?.so;;" lua5.4 -e '
+    local sb = assert(require("a3s_sandbox").new{})
+    local r = assert(sb:exec("{ echo \"os.exit(66)\" > a3s_sandbox.lua; } 2>/dev/null && echo planted; mkdir a3s_sandbox 2>/dev/null && echo dir; printf ok"))
+    io.write(r.stdout)' 2>&1)
+  check "Lua: the module's search templates in the workspace cannot be planted" eq "$out" ok
+  check "... host side: no a3s_sandbox.lua, no a3s_sandbox/" eq "$(ls -A "$lws")" ""
   lmod=$(tmpdir)
   cp "$mod" "$lmod/"
   chmod -R a+rX "$lmod"
