@@ -72,7 +72,9 @@ static const char usage_text[] =
     "  TMPDIR                   where scratch dirs and the state dir are made (default\n"
     "                           /tmp); hidden inside the sandbox\n"
     "  HOME                     the caller's home, hidden inside the sandbox (default: the\n"
-    "                           passwd entry's)\n";
+    "                           passwd entry's)\n"
+    "  PATH                     where this program was found when run by name: an entry\n"
+    "                           inside the workspace is protected like the program\n";
 
 /* The policy search path in the engine's order (engine/sandbox.c: directories the caller
  * gives, none from the CLI; this installation's policies, found as the composition root
