@@ -487,21 +487,32 @@ static bool tag_ok(const char *tag)
     return n == 32;
 }
 
-/* Does the process carry "--tag TAG" on its command line (see a3s_stale_run_tag)? */
-static bool proc_tagged(pid_t pid, const char *tag)
+/* The process's command line (up to 8 KiB) into buf; its length, or 0. */
+static size_t proc_cmdline(pid_t pid, char *buf, size_t cap)
 {
-    char want[64], path[64], buf[8192];
-    int wn = snprintf(want, sizeof want, "--tag%c%s%c", '\0', tag, '\0');
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || wn <= 0 || (size_t)wn >= sizeof want) {
-        if (fd >= 0)
-            close(fd);
-        return false;
-    }
-    ssize_t n = a3s_read_retry(fd, buf, sizeof buf);
+    if (fd < 0)
+        return 0;
+    ssize_t n = a3s_read_retry(fd, buf, cap);
     close(fd);
-    return n > 0 && memmem(buf, (size_t)n, want, (size_t)wn) != NULL;
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* Does the command line carry "--tag TAG" (see a3s_stale_run_tag)? */
+static bool cmdline_tagged(const char *buf, size_t n, const char *tag)
+{
+    char want[64];
+    int wn = snprintf(want, sizeof want, "--tag%c%s%c", '\0', tag, '\0');
+    return n > 0 && wn > 0 && (size_t)wn < sizeof want && memmem(buf, n, want, (size_t)wn) != NULL;
+}
+
+static bool proc_tagged(pid_t pid, const char *tag)
+{
+    char buf[8192];
+    size_t n = proc_cmdline(pid, buf, sizeof buf);
+    return cmdline_tagged(buf, n, tag);
 }
 
 /* Kill a process of a dead run: only the very process (same start time, read after its
@@ -529,34 +540,50 @@ static bool kill_dead_proc(pid_t pid, unsigned long long start, const char *tag)
     return hit;
 }
 
-/* Kill the dead run's sandbox processes found by their tag ("--tag TAG" on the argv, see
- * a3s_stale_run_tag): those it could not record. Only processes of ours (root: any,
- * since a root caller's sandbox runs under other ids), each checked again after its
- * pidfd is open (same start time), so a reused pid is never signalled. */
-static int kill_tagged_once(const char *tag)
+/* Kill the dead runs' sandbox processes found by their tags ("--tag TAG" on the argv,
+ * see a3s_stale_run_tag): those they could not record. One pass over /proc for all the
+ * tags (each command line read once: a sweep's cost does not grow with the number of
+ * dead runs times processes). Only processes of ours (root: any, since a root caller's
+ * sandbox runs under other ids), each checked again after its pidfd is open (same start
+ * time), so a reused pid is never signalled. */
+static int kill_tagged_once(const char *const *tags, size_t ntags)
 {
     int killed = 0;
     DIR *d = opendir("/proc");
     if (!d)
         return 0;
+    char buf[8192];
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 1 || pid == getpid() || !proc_tagged((pid_t)pid, tag))
+        if (*end || pid <= 1 || pid == getpid())
             continue;
-        unsigned long long start = proc_start((pid_t)pid, NULL);
-        if (start && kill_dead_proc((pid_t)pid, start, tag))
-            killed++;
+        size_t n = proc_cmdline((pid_t)pid, buf, sizeof buf);
+        for (size_t i = 0; i < ntags && n; i++) {
+            if (!cmdline_tagged(buf, n, tags[i]))
+                continue;
+            unsigned long long start = proc_start((pid_t)pid, NULL);
+            if (start && kill_dead_proc((pid_t)pid, start, tags[i]))
+                killed++;
+            break;
+        }
     }
     closedir(d);
     return killed;
 }
 
 /* Again after each kill: a bwrap killed in clone() may still have made its child. */
+static void kill_tagged_all(const char *const *tags, size_t ntags)
+{
+    if (!ntags)
+        return;
+    for (int round = 0; round < 4 && kill_tagged_once(tags, ntags) > 0; round++) {
+    }
+}
+
 static void kill_tagged(const char *tag)
 {
-    for (int round = 0; round < 4 && kill_tagged_once(tag) > 0; round++) {
-    }
+    kill_tagged_all(&tag, 1);
 }
 
 /* Act on one complete line of a dead run's record; false: to be retried later. */
@@ -647,8 +674,15 @@ static void sweep_owner(int statefd, const char *name)
     a3s_stale_lock_close(fd);
 }
 
-/* A tomb: kill what still carries its tag; forget it once old. */
-static void sweep_tomb(int statefd, const char *name)
+/* Tombs: the tags still looked for (at most TOMB_BATCH per sweep, the oldest forgotten
+ * once past TOMB_KEEP_S). */
+#define TOMB_BATCH 256
+typedef struct tombs {
+    char tag[TOMB_BATCH][33];
+    size_t n;
+} tombs;
+
+static void sweep_tomb(int statefd, const char *name, tombs *t)
 {
     struct stat st;
     struct timespec now;
@@ -658,8 +692,8 @@ static void sweep_tomb(int statefd, const char *name)
     clock_gettime(CLOCK_REALTIME, &now);
     if (now.tv_sec - st.st_ctim.tv_sec > TOMB_KEEP_S)
         (void)unlinkat(statefd, name, 0);
-    else
-        kill_tagged(name + strlen(TOMB_PREFIX));
+    else if (t->n < TOMB_BATCH)
+        memcpy(t->tag[t->n++], name + strlen(TOMB_PREFIX), 33);
 }
 
 void a3s_stale_foreach(const char *root, const char *prefix,
@@ -693,14 +727,21 @@ static void sweep_owner_cb(int statefd, const char *name, void *ud)
 
 static void sweep_tomb_cb(int statefd, const char *name, void *ud)
 {
-    (void)ud;
-    sweep_tomb(statefd, name);
+    sweep_tomb(statefd, name, ud);
 }
 
 void a3s_stale_sweep(const char *root)
 {
     a3s_stale_foreach(root, OWNER_PREFIX, sweep_owner_cb, NULL);
     a3s_stale_foreach(root, LEGACY_PREFIX, sweep_owner_cb, NULL);
-    a3s_stale_foreach(root, TOMB_PREFIX, sweep_tomb_cb, NULL);
+    tombs *t = calloc(1, sizeof *t);
+    if (!t)
+        return; /* the next sweep looks again */
+    a3s_stale_foreach(root, TOMB_PREFIX, sweep_tomb_cb, t);
+    const char *tags[TOMB_BATCH];
+    for (size_t i = 0; i < t->n; i++)
+        tags[i] = t->tag[i];
+    kill_tagged_all(tags, t->n);
+    free(t);
 }
 
