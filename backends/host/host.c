@@ -103,6 +103,13 @@ static int hb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
     if (spec->ngrants)
         return a3s_fail(err, A3S_ERR_SETUP, "network grants need the native sandbox: the "
                         "process-host fallback has no network boundary to mediate");
+    /* No user namespace here: a root caller's command would be host root. That is the
+     * host-root opt-in's to allow, as on the native backend, never the fallback's. */
+    if (geteuid() == 0 && !be->h.allow_host_root && !spec->plan->allow_host_root)
+        return a3s_fail(err, A3S_ERR_SETUP,
+                        "process-host would run the command as host root (no user namespace "
+                        "maps it to an unprivileged id): refused unless --allow-host-root "
+                        "(allow_host_root = true) is given too");
     if (a3s_runres_pin(&run->res, be->h.ws_fd, be->h.workspace, spec->scan, spec->pin, err) < 0)
         return -1;
     for (size_t i = 0; i < spec->env->n; i++)

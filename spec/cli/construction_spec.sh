@@ -177,25 +177,33 @@ run_cli -w "$ws" -p no-such-policy-name -c "touch '$marker'"
 refused "unknown policy name" "no-such-policy-name" "$marker"
 
 # --- process-host opt-in (README "Fail closed") -----------------------------------------
-run_guarded A3S_SANDBOX_BWRAP=/nonexistent -- -w "$ws" --allow-process-host \
+# A root caller's command would be host root there: the host-root opt-in is needed too.
+hr=() hrenv=A3S_SANDBOX_ALLOW_HOST_ROOT=
+if [ "$(id -u)" = 0 ]; then
+  hr=(--allow-host-root) hrenv=A3S_SANDBOX_ALLOW_HOST_ROOT=1
+  run_guarded A3S_SANDBOX_BWRAP=/nonexistent -- -w "$ws" --allow-process-host \
+    -c "touch '$marker'"
+  refused "root, --allow-process-host without --allow-host-root" "host root" "$marker"
+fi
+run_guarded A3S_SANDBOX_BWRAP=/nonexistent -- -w "$ws" --allow-process-host "${hr[@]}" \
   -c "touch '$marker'; printf host-ran"
 check "--allow-process-host: the command runs" eq "$OUT" "host-ran"
 check "--allow-process-host: exit 0" eq "$RC" 0
 check "--allow-process-host: the marker exists" test -e "$marker"
 check "--allow-process-host: loud warning on stderr" contains "$ERR" "NO LOCAL SANDBOX BOUNDARY"
 rm -f "$marker"
-run_guarded A3S_SANDBOX_BWRAP=/nonexistent -- -w "$ws" --allow-process-host --json -c 'exit 4'
+run_guarded A3S_SANDBOX_BWRAP=/nonexistent -- -w "$ws" --allow-process-host "${hr[@]}" --json -c 'exit 4'
 check "--allow-process-host --json: backend process-host" eq "$(jget "$OUT" .backend)" "process-host"
 check "--allow-process-host --json: exit_code 4" eq "$(jget "$OUT" .exit_code)" "4"
 check "--allow-process-host --json: CLI exit 4" eq "$RC" 4
 check "--allow-process-host --json: warning on stderr" contains "$ERR" "NO LOCAL SANDBOX BOUNDARY"
-run_guarded A3S_SANDBOX_BWRAP=/nonexistent A3S_SANDBOX_ALLOW_PROCESS_HOST=yes -- \
+run_guarded A3S_SANDBOX_BWRAP=/nonexistent A3S_SANDBOX_ALLOW_PROCESS_HOST=yes "$hrenv" -- \
   -w "$ws" -c "touch '$marker'; printf env-ran"
 check "A3S_SANDBOX_ALLOW_PROCESS_HOST=yes: the command runs" eq "$OUT" "env-ran"
 check "A3S_SANDBOX_ALLOW_PROCESS_HOST=yes: the marker exists" test -e "$marker"
 check "A3S_SANDBOX_ALLOW_PROCESS_HOST=yes: loud warning" contains "$ERR" "NO LOCAL SANDBOX BOUNDARY"
 rm -f "$marker"
-run_guarded A3S_SANDBOX_BWRAP=/nonexistent A3S_SANDBOX_ALLOW_PROCESS_HOST=yes -- \
+run_guarded A3S_SANDBOX_BWRAP=/nonexistent A3S_SANDBOX_ALLOW_PROCESS_HOST=yes "$hrenv" -- \
   -w "$ws" --json -c 'true'
 check "A3S_SANDBOX_ALLOW_PROCESS_HOST=yes --json: backend process-host" \
   eq "$(jget "$OUT" .backend)" "process-host"

@@ -33,7 +33,9 @@ outer probe -w "$ws"
 check "no user namespaces: probe fails with 125" eq "$RC" 125
 check "no user namespaces: probe names the failure" contains "$ERR" "probe failed"
 
-outer -w "$ws" --json --allow-process-host -c "printf fallback-ran; touch $ws/ran-host"
+hr=()
+[ "$(id -u)" = 0 ] && hr=(--allow-host-root) # host root there: its own opt-in
+outer -w "$ws" --json --allow-process-host "${hr[@]}" -c "printf fallback-ran; touch $ws/ran-host"
 check "opt-in: the command runs" eq "$RC" 0
 check "opt-in: output" contains "$OUT" '"stdout":"fallback-ran"'
 check "opt-in: backend is process-host" contains "$OUT" '"backend":"process-host"'

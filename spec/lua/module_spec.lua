@@ -379,7 +379,7 @@ end
 -- refuses the same directories.
 function TestModule:test_cwd_process_host()
   local sb = assert(sandbox.new { workspace = self.ws, bwrap = "/nonexistent/bwrap",
-                                  allow_process_host = true })
+                                  allow_process_host = true, allow_host_root = true })
   lu.assertEquals(assert(sb:capabilities()).backend, "process-host")
   cwd_cases(self, sb)
   sb:close()
