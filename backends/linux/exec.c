@@ -25,6 +25,7 @@
 #include "mirror.h"
 #include "ptypeer.h"
 #include "stdin_feed.h"
+#include "trace.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -324,6 +325,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     if (pid == 0)
         child_run(l, parent, in_fd, tty ? tty_slave : out_p[1], tty ? tty_slave : errp[1],
                   ep[1]);
+    a3s_trace_mark("fork");
     /* Recorded at once (see stale.h): the child dies with us until then (PDEATHSIG). */
     if (l->on_pid)
         l->on_pid(l->pid_ud, pid);
@@ -628,6 +630,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         if (idx_pid >= 0 && (pf[idx_pid].revents & POLLIN)) {
             siginfo_t si;
             memset(&si, 0, sizeof si);
+            a3s_trace_mark("sandbox (bwrap, setup step, launcher, command) exited");
             if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0) {
                 a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "supervise: waitid");
                 kill_tree(pid, pidfd);

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "tty.h"
 #include "json.h"
+#include "trace.h"
 
 static bool truthy(const char *v)
 {
@@ -234,6 +235,7 @@ static int exit_status(const a3s_result *r)
 
 int main(int argc, char **argv)
 {
+    a3s_trace_mark("start");
     /* A closed 0, 1 or 2 would be taken by the next fd we open (the signal pipe), and
      * then read as stdin or written as output: they become /dev/null first (remembered:
      * a closed output is not mirrored). */

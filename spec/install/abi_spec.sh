@@ -72,4 +72,11 @@ check "the library exports no data symbols" test ! -s "$work/data"
 # The Lua module (the same engine objects) still exports its entry point.
 check "the Lua module exports luaopen_a3s_sandbox" \
   contains "$("$nm" -D --defined-only "$luamod")" " T luaopen_a3s_sandbox"
+
+# Only the opt-in tracing build (cmake -DA3S_TRACE=ON) prints phase times: the library
+# and the module of a normal build hold no trace at all.
+for f in "$lib" "$luamod"; do
+  check "$(basename "$f"): no phase tracing in a normal build" \
+    eq "$(grep -c 'a3s-trace' "$f")" 0
+done
 finish
