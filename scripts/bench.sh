@@ -116,11 +116,15 @@ for d in range(10):
     os.makedirs(os.path.join(k1, f"d{d}"), exist_ok=True)
     for f in range(100):
         open(os.path.join(k1, f"d{d}", f"f{f}.txt"), "w").close()
-t_k1, t_e = alternate([cli, "-w", k1, "--", "true"], ours + ["true"], max(10, rounds // 2))
+e1 = os.path.join(ws, "e1")
+os.makedirs(e1, exist_ok=True)
+t_k1, t_e = alternate([cli, "-w", k1, "--", "true"], [cli, "-w", e1, "--", "true"],
+                      max(10, rounds // 2))
 print(f"startup: 1k-file workspace  {t_k1*1000:7.2f} ms (empty {t_e*1000:.2f} ms)")
 
 # After crashes: 50 runs SIGKILLed mid-command leave records that the next runs sweep
-# (their processes are looked for a while). A private TMPDIR keeps them from other runs.
+# (their processes are looked for a minute more). The state directory is /tmp's whatever
+# TMPDIR says; the scratch dirs go to a private TMPDIR.
 crash_tmp = os.path.join(ws, "crash-tmp")
 os.makedirs(crash_tmp)
 cenv = dict(os.environ, TMPDIR=crash_tmp)
