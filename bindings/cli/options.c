@@ -74,7 +74,9 @@ static const char usage_text[] =
     "  HOME                     the caller's home, hidden inside the sandbox (default: the\n"
     "                           passwd entry's)\n"
     "  PATH                     where this program was found when run by name: an entry\n"
-    "                           inside the workspace is protected like the program\n";
+    "                           inside the workspace is protected like the program\n"
+    "  A3S_SANDBOX_TRACE        set: phase times on stderr (tracing builds only, made with\n"
+    "                           cmake -DA3S_TRACE=ON; ignored by a normal build)\n";
 
 /* The policy search path in the engine's order (engine/sandbox.c: directories the caller
  * gives, none from the CLI; this installation's policies, found as the composition root
