@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "a3s_sandbox.h"
-#include "sandbox.h"
+#include "searchers.h"
 
 #define SANDBOX_MT "a3s.Sandbox"
 
@@ -310,8 +310,6 @@ static int push_json_text(lua_State *L, char *text, const a3s_error *err)
 
 /* sandbox.new{ workspace=, policy=, bwrap=, audit=, allow_process_host=, allow_host_root= }
  *   -> sb | nil, err */
-static int guard_searchers(lua_State *L, a3s_sandbox *sb, a3s_error *err);
-
 static int l_new(lua_State *L)
 {
     static const char *const keys[] = {"workspace", "policy", "allow_process_host", "bwrap",
@@ -349,49 +347,13 @@ static int l_new(lua_State *L)
     }
     a3s_error err = {0};
     u->sb = a3s_sandbox_new(&o, &err);
-    if (u->sb && guard_searchers(L, u->sb, &err) < 0) {
+    if (u->sb && a3s_searchers_guard(L, u->sb, &err) < 0) {
         a3s_sandbox_free(u->sb);
         u->sb = NULL;
     }
     if (!u->sb)
         return push_fail(L, err.msg);
     return 1;
-}
-
-/* Where `require "a3s_sandbox"` looks (package.path before package.cpath, "./?.lua"
- * first on Debian): a command must not plant there what the next script loads instead of
- * this module. Every template is guarded like the module's own path (selfguard.c). */
-static int guard_searchers(lua_State *L, a3s_sandbox *sb, a3s_error *err)
-{
-    static const char *const fields[] = {"path", "cpath"};
-    int rc = 0;
-    lua_getglobal(L, "package");
-    for (size_t f = 0; f < 2 && rc == 0 && lua_istable(L, -1); f++) {
-        lua_getfield(L, -1, fields[f]);
-        const char *t = lua_tostring(L, -1);
-        while (t && *t && rc == 0) {
-            size_t len = strcspn(t, ";");
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (size_t i = 0; i < len; i++) {
-                if (t[i] == '?')
-                    luaL_addstring(&b, "a3s_sandbox");
-                else
-                    luaL_addchar(&b, t[i]);
-            }
-            luaL_pushresult(&b);
-            const char *cand = lua_tostring(L, -1);
-            if (cand && cand[0])
-                rc = a3s_sandbox_guard_path(sb, cand, false, err);
-            lua_pop(L, 1);
-            t += len;
-            if (*t == ';')
-                t++;
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    return rc;
 }
 
 static int l_close(lua_State *L)
