@@ -37,10 +37,18 @@
 /* Setup records: the magic, then records of exactly A3S_SETUP_FIELDS NUL-terminated
  * fields: OP, PATH, A, B, C, D (decimal unsigned numbers), in the order they are applied.
  *
+ *   mnt-tmpfs / mnt-dir / mnt-bind / mnt-null / mnt-ro  (first, before all others)
+ *           the mounts outside the workspace, PATH absolute, in this order; B,C,D=0.
+ *           mnt-tmpfs: a tmpfs of mode A (nosuid, nodev); mnt-dir: a directory of mode
+ *           A; mnt-bind: PATH as the host shows it before the first of these mounts,
+ *           bound onto itself, read-only if A=1, else writable; mnt-null: /dev/null
+ *           read-only onto PATH; mnt-ro: the mount at PATH made read-only (only it).
+ *           Missing mount points and parents are made (0755; a file 0444). They are
+ *           the directives of `plan`'s "setup_mounts" (bwrap.c, setup_host.c).
  *   root    PATH=workspace (absolute)  A,B=dev,ino  C=source  D=0
  *   scratch PATH=scratch dir           A,B=dev,ino  C=source  D=0
- *           source 0: bwrap bound it by path; verify that the mount there is that very
- *           directory. source 1: mount the detached mount on fd 9 / 10 there.
+ *           source 0: bound by path (a mnt-bind); verify that the mount there is that
+ *           very directory. source 1: mount the detached mount on fd 9 / 10 there.
  *   protect / ro / rw / hold / mask / tmpfs
  *           PATH relative to the workspace, resolved below it without following any
  *           symbolic link; A,B=dev,ino the scan saw (0,0: no identity check);

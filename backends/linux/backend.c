@@ -174,6 +174,7 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
     if (!run)
         return;
     a3s_strv_free(&run->setup);
+    a3s_strv_free(&run->host);
     a3s_strv_free(&run->env);
     a3s_strv_free(&run->args);
     a3s_strv_free(&run->cmd);
@@ -344,17 +345,21 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         cmd.shell_command = spec->shell_command;
     else
         cmd.argv = (char *const *)probe_argv;
-    return a3s_bwrap_build_args(p, &run->env, &cmd, &run->args, &run->cmd, &run->setup, err);
+    return a3s_bwrap_build_args(p, &run->env, &cmd, &run->args, &run->host, &run->cmd,
+                                &run->setup, err);
 }
 
 static int lb_run_describe(a3s_backend *base, a3s_backend_run *run, json_t *extra)
 {
     a3s_linux_backend *be = (a3s_linux_backend *)base;
     char *argv = a3s_bwrap_args_json(be->bwrap ? be->bwrap : "bwrap", &run->args, &run->cmd);
+    /* The mounts outside the workspace the setup step makes first, in bwrap's syntax. */
+    char *host = a3s_bwrap_args_json(NULL, &run->host, NULL);
     char *sc = a3s_seccomp_describe_json(&run->plan->seccomp);
     json_error_t je;
-    int rc = argv && sc &&
+    int rc = argv && host && sc &&
                      a3s_json_set(extra, "bwrap_argv", json_loads(argv, 0, &je)) == 0 &&
+                     a3s_json_set(extra, "setup_mounts", json_loads(host, 0, &je)) == 0 &&
                      a3s_json_set(extra, "seccomp_filter", json_loads(sc, 0, &je)) == 0 &&
                      (!run->identity_note ||
                       a3s_json_set(extra, "mapped_identity_unavailable",
@@ -362,6 +367,7 @@ static int lb_run_describe(a3s_backend *base, a3s_backend_run *run, json_t *extr
                  ? 0
                  : -1;
     free(argv);
+    free(host);
     free(sc);
     return rc;
 }

@@ -64,6 +64,7 @@ typedef struct wsop {
 
 typedef struct builder {
     a3s_strv *out;
+    a3s_strv *host; /* the mounts outside the workspace, in bwrap's syntax (see below) */
     const a3s_bwrap_cmd *cmd;
     const char *ws, *scratch;
     bool ws_bound;
@@ -89,6 +90,15 @@ static void push3(builder *b, const char *a, const char *c, const char *d)
     push(b, c);
     if (d)
         push(b, d);
+}
+
+/* A mount outside the workspace. bwrap makes only the namespaces, the host root, /dev
+ * and /proc; the setup step makes these, in this order (host_records). */
+static void hpush3(builder *b, const char *a, const char *c, const char *d)
+{
+    if (a3s_strv_push(b->host, a) < 0 || a3s_strv_push(b->host, c) < 0 ||
+        (d && a3s_strv_push(b->host, d) < 0))
+        b->failed = 1;
 }
 
 static void remember(builder *b, enum a3s_fs_kind kind, const char *path)
@@ -132,9 +142,46 @@ static void push_rec(builder *b, const char *kind, const char *path, unsigned lo
     }
 }
 
-/* The setup records: workspace and scratch first, then every rule inside the workspace
- * and the held directories (shallowest first, masks last, as bwrap orders its own), then
- * the command's identity. */
+/* The mounts outside the workspace as "mnt-*" records (protocol.h), one per directive of
+ * b->host (which `plan` shows as they are); --perms gives the mode of the one after it. */
+static void host_records(builder *rec, const a3s_strv *h)
+{
+    const char *perms = NULL;
+    size_t i = 0;
+    while (i < h->n && !rec->failed) {
+        const char *d = h->v[i], *x = i + 1 < h->n ? h->v[i + 1] : "";
+        const char *y = i + 2 < h->n ? h->v[i + 2] : "";
+        unsigned long long mode = perms ? strtoull(perms, NULL, 8) : 0755;
+        bool ro = !strcmp(d, "--ro-bind");
+        if (!strcmp(d, "--perms") && !perms) {
+            perms = x;
+            i += 2;
+            continue;
+        }
+        if (!strcmp(d, "--tmpfs") || !strcmp(d, "--dir")) {
+            push_rec(rec, d[2] == 't' ? "mnt-tmpfs" : "mnt-dir", x, mode, 0, 0, 0);
+            i += 2;
+        } else if (!strcmp(d, "--remount-ro") && !perms) {
+            push_rec(rec, "mnt-ro", x, 0, 0, 0, 0);
+            i += 2;
+        } else if (ro && !perms && !strcmp(x, "/dev/null")) {
+            push_rec(rec, "mnt-null", y, 0, 0, 0, 0);
+            i += 3;
+        } else if ((ro || !strcmp(d, "--bind")) && !perms && !strcmp(x, y)) {
+            push_rec(rec, "mnt-bind", y, ro, 0, 0, 0);
+            i += 3;
+        } else {
+            rec->failed = 1; /* never: every directive of b->host is one of these */
+        }
+        perms = NULL;
+    }
+    if (perms)
+        rec->failed = 1;
+}
+
+/* The setup records: the mounts outside the workspace, workspace and scratch, then every
+ * rule inside the workspace and the held directories (shallowest first, masks last, as
+ * bwrap orders its own), then the command's identity. */
 static void build_setup(builder *b, builder *rec)
 {
     const a3s_bwrap_cmd *c = b->cmd;
@@ -150,6 +197,7 @@ static void build_setup(builder *b, builder *rec)
     if (b->nops)
         qsort(b->ops, b->nops, sizeof *b->ops, cmp_wsop);
     push(rec, A3S_SETUP_MAGIC);
+    host_records(rec, b->host);
     if (b->ws && b->ws_bound)
         push_rec(rec, "root", b->ws, (unsigned long long)c->ws_dev,
                  (unsigned long long)c->ws_ino, c->mapped, 0);
@@ -241,8 +289,8 @@ static void make_parents(builder *b, const char *dest)
         for (size_t i = 0; i < b->made.n && !made; i++)
             made = !strcmp(b->made.v[i], copy);
         if (!made) {
-            push3(b, "--perms", "0755", NULL);
-            push3(b, "--dir", copy, NULL);
+            hpush3(b, "--perms", "0755", NULL);
+            hpush3(b, "--dir", copy, NULL);
             if (a3s_strv_push(&b->made, copy) < 0)
                 b->failed = 1;
         }
@@ -380,9 +428,9 @@ static void emit_root(builder *b, const a3s_fs_rule *r)
 {
     make_parents(b, r->path);
     if (b->cmd->mapped)
-        push3(b, "--dir", r->path, NULL);
+        hpush3(b, "--dir", r->path, NULL);
     else
-        push3(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path, r->path);
+        hpush3(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path, r->path);
     remember(b, r->kind, r->path);
 }
 
@@ -427,27 +475,27 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
     case A3S_FS_HIDE:
     case A3S_FS_MASK:
         if (is_dir) {
-            push3(b, "--tmpfs", r->path, NULL);
+            hpush3(b, "--tmpfs", r->path, NULL);
             remember_remount(b, r->path);
         } else {
             /* A /dev/null bind on a nodev mount: open() fails with EACCES. */
-            push3(b, "--ro-bind", "/dev/null", r->path);
+            hpush3(b, "--ro-bind", "/dev/null", r->path);
         }
         break;
     case A3S_FS_TMPFS:
         if (!is_dir)
             return a3s_fail(err, A3S_ERR_SETUP, "tmpfs path %s is not a directory", r->path);
-        push3(b, "--perms", "01777", NULL);
-        push3(b, "--tmpfs", r->path, NULL);
+        hpush3(b, "--perms", "01777", NULL);
+        hpush3(b, "--tmpfs", r->path, NULL);
         break;
     case A3S_FS_RO:
     case A3S_FS_PROTECT:
         make_parents(b, r->path);
-        push3(b, "--ro-bind", r->path, r->path);
+        hpush3(b, "--ro-bind", r->path, r->path);
         break;
     case A3S_FS_RW:
         make_parents(b, r->path);
-        push3(b, "--bind", r->path, r->path);
+        hpush3(b, "--bind", r->path, r->path);
         break;
     default:
         return a3s_fail(err, A3S_ERR_INTERNAL, "unknown filesystem rule kind %d", r->kind);
@@ -489,9 +537,11 @@ static bool is_fd_path(const char *p)
 }
 
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
-                         a3s_strv *out, a3s_strv *cmd_out, a3s_strv *setup, a3s_error *err)
+                         a3s_strv *out, a3s_strv *host, a3s_strv *cmd_out, a3s_strv *setup,
+                         a3s_error *err)
 {
-    builder b = {.out = out, .cmd = cmd, .ws = p->workspace, .scratch = p->scratch};
+    builder b = {.out = out, .host = host, .cmd = cmd, .ws = p->workspace,
+                 .scratch = p->scratch};
     char num[32];
 
     push(&b, "--die-with-parent");
@@ -522,12 +572,14 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     push3(&b, "--cap-add", "CAP_SETUID", NULL);
     push3(&b, "--cap-add", "CAP_SETGID", NULL);
     push3(&b, "--cap-add", "CAP_SETFCAP", NULL);
+    /* bwrap's own mounts, those of a bare bwrap. Every other one is the setup step's
+     * (hpush3): bwrap reads the whole mount table again after each bind or remount. */
     push3(&b, "--ro-bind", "/", "/");
     push3(&b, "--dev", "/dev", NULL);
     push3(&b, "--proc", "/proc", NULL);
     /* The command maps to the caller's uid; for a root caller that is the host's root, and
      * procfs checks many host-global knobs (/proc/sys, sysrq-trigger) by uid alone. */
-    push3(&b, "--remount-ro", "/proc", NULL);
+    hpush3(&b, "--remount-ro", "/proc", NULL);
     if (build_mounts(&b, p, err) < 0)
         goto fail;
     /* A launcher given by path must be reachable inside even when it lives under a
@@ -536,16 +588,16 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     if (!is_fd_path(cmd->launcher) && hidden_kind(covering(&b, cmd->launcher)))
     {
         make_parents(&b, cmd->launcher);
-        push3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
+        hpush3(&b, "--ro-bind", cmd->launcher, cmd->launcher);
     }
     if (cmd->relay && !is_fd_path(cmd->relay) && hidden_kind(covering(&b, cmd->relay)))
     {
         make_parents(&b, cmd->relay);
-        push3(&b, "--ro-bind", cmd->relay, cmd->relay);
+        hpush3(&b, "--ro-bind", cmd->relay, cmd->relay);
     }
     /* Hidden directories become read-only last, once nothing more is mounted inside. */
     for (size_t i = b.nremount; i-- > 0;)
-        push3(&b, "--remount-ro", b.remount[i], NULL);
+        hpush3(&b, "--remount-ro", b.remount[i], NULL);
     /* The workspace itself, even with a working directory below it: where the workspace
      * comes as an idmapped mount, bwrap sees only the empty mount point, and the setup
      * step enters the working directory once the mount is made (a "cwd" record). */
@@ -661,10 +713,10 @@ char *a3s_bwrap_args_json(const char *bwrap, const a3s_strv *args, const a3s_str
      * object when it is not UTF-8), and any failure fails the whole array, so the dump
      * never has fewer entries than the real argv. */
     json_t *a = json_array();
-    bool ok = a3s_json_push(a, a3s_json_cstr(bwrap)) == 0;
+    bool ok = !bwrap || a3s_json_push(a, a3s_json_cstr(bwrap)) == 0;
     for (size_t i = 0; ok && i < args->n; i++)
         ok = a3s_json_push(a, a3s_json_cstr(args->v[i])) == 0;
-    for (size_t i = 0; ok && i < cmd->n; i++)
+    for (size_t i = 0; ok && cmd && i < cmd->n; i++)
         ok = a3s_json_push(a, a3s_json_cstr(cmd->v[i])) == 0;
     char *s = ok ? json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);

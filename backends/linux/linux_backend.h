@@ -38,6 +38,7 @@ struct a3s_backend_run {
     a3s_strv env;   /* the command's environment (with the relay's proxies when mediated) */
     a3s_strv args;  /* bwrap options, passed with --args */
     a3s_strv cmd;   /* "--", launcher, ... on bwrap's real argv */
+    a3s_strv host;  /* the setup step's mounts outside the workspace, as bwrap options */
     a3s_strv setup; /* setup records (protocol.h) */
     int ws_mnt, scratch_mnt; /* mapped identity: idmapped detached mounts */
     bool mapped;

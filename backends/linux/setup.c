@@ -1,8 +1,9 @@
 /* The trusted setup step inside the sandbox (a3s-sandbox-launch --setup).
  *
- * bwrap has created the namespaces and mounted everything outside the workspace. This
- * step runs as uid 0 of the sandbox's user namespace with CAP_SYS_ADMIN (and nothing
+ * bwrap has created the namespaces, the read-only view of the host root, /dev and /proc.
+ * This step runs as uid 0 of the sandbox's user namespace with CAP_SYS_ADMIN (and nothing
  * else), before the seccomp filter and before any untrusted code. It
+ *   0. makes the plan's mounts outside the workspace, in the plan's order (setup_host.c);
  *   1. checks that the workspace and scratch mounts are the very directories the
  *      supervisor opened and scanned (or mounts the idmapped clones it was handed);
  *   2. makes every workspace-relative mount by file descriptor: each target is resolved
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include "protocol.h"
+#include "setup_host.h"
 
 #ifndef SECBIT_NOROOT
 #define SECBIT_NOROOT (1 << 0)
@@ -576,6 +578,21 @@ static int install_filter(void)
     return rc;
 }
 
+/* The leading host mount records (the mounts outside the workspace), in their order. */
+static int apply_host(const op *ops, size_t n)
+{
+    if (n == 0)
+        return 0;
+    a3s_setup_host_op *h = calloc(n, sizeof *h);
+    if (!h)
+        return fail("out of memory");
+    for (size_t i = 0; i < n; i++)
+        h[i] = (a3s_setup_host_op){ops[i].kind, ops[i].path, ops[i].a};
+    int rc = a3s_setup_host_apply(h, n);
+    free(h);
+    return rc;
+}
+
 int a3s_setup_run(bool keep_relay_fds)
 {
     size_t len = 0;
@@ -591,9 +608,15 @@ int a3s_setup_run(bool keep_relay_fds)
     ctx c = {.wsfd = -1, .null_src = -1, .mask_fs = -1, .ws = ""};
     int rc = 0, scratch_fd = -1;
     const char *cwd = NULL;
-    for (size_t i = 0; i + 1 < n && rc == 0; i++) {
+    size_t nhost = 0;
+    while (nhost + 1 < n && a3s_setup_host_is(ops[nhost].kind))
+        nhost++;
+    rc = apply_host(ops, nhost);
+    for (size_t i = nhost; i + 1 < n && rc == 0; i++) {
         op *o = &ops[i];
-        if (is_kind(o, "root")) {
+        if (a3s_setup_host_is(o->kind)) {
+            rc = fail("host mount %s %s after the workspace's records", o->kind, o->path);
+        } else if (is_kind(o, "root")) {
             if (c.wsfd >= 0)
                 rc = fail("two workspace records");
             else if ((rc = apply_root(&c, o, &c.wsfd)) == 0)

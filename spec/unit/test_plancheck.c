@@ -110,7 +110,7 @@ static void test_bwrap_skip(void)
 {
     static char *const argv[] = {"true", NULL};
     a3s_bwrap_cmd cmd = {.argv = argv, .shell = "/bin/bash", .launcher = "/bin/true"};
-    a3s_strv env = {0}, out = {0}, cmd_out = {0}, setup = {0};
+    a3s_strv env = {0}, out = {0}, host = {0}, cmd_out = {0}, setup = {0};
     a3s_error err;
     a3s_plan *p = plan_with_roots();
     add_fs(p, A3S_FS_RO, "/nonexistent-a3s-plancheck/opt", true, 4);
@@ -118,9 +118,10 @@ static void test_bwrap_skip(void)
         printf("# %s\n", err.msg);
         abort();
     }
-    int rc = a3s_bwrap_build_args(p, &env, &cmd, &out, &cmd_out, &setup, &err);
+    int rc = a3s_bwrap_build_args(p, &env, &cmd, &out, &host, &cmd_out, &setup, &err);
     ok(rc == 0, "an optional missing read-only path is skipped (%s)", rc ? err.msg : "ok");
     a3s_strv_free(&out);
+    a3s_strv_free(&host);
     a3s_strv_free(&cmd_out);
     a3s_strv_free(&setup);
     a3s_plan_free(p);
@@ -132,11 +133,12 @@ static void test_bwrap_skip(void)
         abort();
     }
     memset(&err, 0, sizeof err);
-    rc = a3s_bwrap_build_args(p, &env, &cmd, &out, &cmd_out, &setup, &err);
+    rc = a3s_bwrap_build_args(p, &env, &cmd, &out, &host, &cmd_out, &setup, &err);
     ok(rc < 0 && strstr(err.msg, "/nonexistent-a3s-plancheck/sdk") &&
            strstr(err.msg, "policies/x.lua:9"),
        "a missing required read-only path under the read-only root fails (%s)", err.msg);
     a3s_strv_free(&out);
+    a3s_strv_free(&host);
     a3s_strv_free(&cmd_out);
     a3s_strv_free(&setup);
     a3s_plan_free(p);
