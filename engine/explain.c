@@ -116,6 +116,22 @@ static void names(FILE *f, const char *title, json_t *arr, const char *trim)
     }
 }
 
+/* An option vector, one option and its values a line. */
+static void options(FILE *f, const char *title, json_t *argv)
+{
+    size_t i;
+    json_t *r;
+    if (!json_array_size(argv))
+        return;
+    fprintf(f, "%s ", title);
+    json_array_foreach(argv, i, r) {
+        const char *a = json_string_value(r);
+        bool opt = a && a[0] == '-' && a[1] == '-';
+        fprintf(f, "%s%s", opt && i ? "\n  " : " ", a ? a : "");
+    }
+    fprintf(f, "\n");
+}
+
 char *a3s_plan_explain(const char *plan_json)
 {
     json_error_t je;
@@ -234,16 +250,10 @@ char *a3s_plan_explain(const char *plan_json)
             (long long)json_integer_value(json_object_get(lim, "scan_entries")), "",
             from(lim, trim));
 
-    json_t *argv = json_object_get(p, "bwrap_argv");
-    if (json_array_size(argv)) {
-        fprintf(f, "\nbubblewrap (options passed with --args; seccomp with --seccomp)\n ");
-        json_array_foreach(argv, i, r) {
-            const char *a = json_string_value(r);
-            bool opt = a && a[0] == '-' && a[1] == '-';
-            fprintf(f, "%s%s", opt && i ? "\n  " : " ", a ? a : "");
-        }
-        fprintf(f, "\n");
-    }
+    options(f, "\nbubblewrap (options passed with --args; seccomp with --seccomp)\n",
+            json_object_get(p, "bwrap_argv"));
+    options(f, "\nmounts the setup step makes first, in this order (bubblewrap's syntax)\n",
+            json_object_get(p, "setup_mounts"));
     json_decref(p);
     if (fclose(f) != 0) {
         free(out);
