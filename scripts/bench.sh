@@ -50,9 +50,9 @@ t_cli, t_bare = alternate(ours + ["true"], bare + ["true"], rounds)
 print(f"startup: cli -- true        {t_cli*1000:7.2f} ms")
 print(f"startup: bare bwrap -- true {t_bare*1000:7.2f} ms")
 print(f"startup ratio cli/bare      {t_cli/t_bare:7.2f} x   (target <= 2.0)")
-# Where the time goes: bubblewrap alone with the baseline's full argument vector (mounts,
-# masks, env; from `a3s-sandbox plan`, without the seccomp/status fds and without pins,
-# which `plan` does not create), and the launcher + `true` as the command.
+# Where the time goes: bubblewrap alone with the baseline's argument vector (namespaces,
+# host root, /dev, /proc, env; from `a3s-sandbox plan`, without the seccomp/status fds),
+# and `true` as the command: the other mounts ("setup_mounts") are the setup step's.
 import json
 plan = json.loads(subprocess.run([cli, "plan", "-w", ws], capture_output=True, text=True).stdout)
 argv = plan["bwrap_argv"]
@@ -67,8 +67,9 @@ if "--userns" in argv:
 argv = argv[:argv.index("--")] + ["--", "true"]
 t_mounts, t_bare2 = alternate(argv, bare + ["true"], max(10, rounds // 2))
 os.rmdir(scratch)
-print(f"startup: bwrap with the baseline's mounts, no CLI {t_mounts*1000:6.2f} ms "
-      f"({t_mounts/t_bare2:.2f} x bare): the rest is the CLI (policy, scan, pins, seccomp)")
+print(f"startup: bwrap with the baseline's options, no CLI {t_mounts*1000:6.2f} ms "
+      f"({t_mounts/t_bare2:.2f} x bare): the rest is the CLI (policy, scan, pins, seccomp)"
+      f" and the setup step")
 
 # Where a fresh run's time goes: the tracing build prints a mark at the end of each phase
 # (A3S_SANDBOX_TRACE); the medians of each phase's own time, in the order they run.
