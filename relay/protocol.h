@@ -41,7 +41,9 @@
  *           the mounts outside the workspace, PATH absolute, in this order; B,C,D=0.
  *           mnt-tmpfs: a tmpfs of mode A (nosuid, nodev); mnt-dir: a directory of mode
  *           A; mnt-bind: PATH as the host shows it before the first of these mounts,
- *           bound onto itself, read-only if A=1, else writable; mnt-null: /dev/null
+ *           bound onto itself, read-only if A has 1, else writable; A has 2: PATH is
+ *           below /dev or /proc, which bwrap's own cover, and bwrap bound it there first
+ *           (taken from there, that mount detached, before any other); mnt-null: /dev/null
  *           read-only onto PATH; mnt-ro: the mount at PATH made read-only (only it).
  *           Missing mount points and parents are made (0755; a file 0444). They are
  *           the directives of `plan`'s "setup_mounts" (bwrap.c, setup_host.c).
@@ -58,6 +60,8 @@
  *           removed;
  *           mask: a directory gets an empty read-only tmpfs, anything else /dev/null;
  *           tmpfs: a private writable tmpfs.
+ *   chdir   PATH=workspace (absolute) when it has no "root" record: the command starts
+ *           there, entered by path once every mount is made; A..D=0
  *   cwd     PATH relative to the workspace, resolved below it (symbolic links followed
  *           while they stay there): the command starts in that directory; A..D=0
  *   ids     A,B=uid,gid to run as in the sandbox's user namespace, C,D=uid,gid the

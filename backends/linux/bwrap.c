@@ -142,6 +142,12 @@ static void push_rec(builder *b, const char *kind, const char *path, unsigned lo
     }
 }
 
+/* bwrap's own /dev and /proc cover the host's ones inside. */
+static bool below_own(const char *path)
+{
+    return a3s_path_within(path, "/dev") || a3s_path_within(path, "/proc");
+}
+
 /* The mounts outside the workspace as "mnt-*" records (protocol.h), one per directive of
  * b->host (which `plan` shows as they are); --perms gives the mode of the one after it. */
 static void host_records(builder *rec, const a3s_strv *h)
@@ -168,7 +174,7 @@ static void host_records(builder *rec, const a3s_strv *h)
             push_rec(rec, "mnt-null", y, 0, 0, 0, 0);
             i += 3;
         } else if ((ro || !strcmp(d, "--bind")) && !perms && !strcmp(x, y)) {
-            push_rec(rec, "mnt-bind", y, ro, 0, 0, 0);
+            push_rec(rec, "mnt-bind", y, (ro ? 1 : 0) | (below_own(y) ? 2 : 0), 0, 0, 0);
             i += 3;
         } else {
             rec->failed = 1; /* never: every directive of b->host is one of these */
@@ -201,6 +207,8 @@ static void build_setup(builder *b, builder *rec)
     if (b->ws && b->ws_bound)
         push_rec(rec, "root", b->ws, (unsigned long long)c->ws_dev,
                  (unsigned long long)c->ws_ino, c->mapped, 0);
+    if (b->ws && !b->ws_bound)
+        push_rec(rec, "chdir", b->ws, 0, 0, 0, 0);
     if (b->scratch && (c->scratch_dev || c->scratch_ino))
         push_rec(rec, "scratch", b->scratch, (unsigned long long)c->scratch_dev,
                  (unsigned long long)c->scratch_ino, c->mapped, 0);
@@ -422,15 +430,26 @@ static const char *wsop_kind(enum a3s_fs_kind k)
     }
 }
 
-/* The workspace root or the scratch dir: bwrap binds it by path (its identity is checked
- * inside), or, for a mapped identity, only makes the mount point for the idmapped mount. */
+/* A bind of path onto itself (dir: --bind or --ro-bind), made by the setup step, which
+ * clones the source from the sandbox's view. One from below /dev or /proc is not the
+ * host's there: bwrap binds it first where it is, for the setup step to take it from
+ * there (a staged mnt-bind, host_records). */
+static void emit_bind(builder *b, const char *dir, const char *path)
+{
+    if (below_own(path))
+        push3(b, dir, path, path);
+    hpush3(b, dir, path, path);
+}
+
+/* The workspace root or the scratch dir: bound by path (its identity is checked inside),
+ * or, for a mapped identity, only the mount point made for the idmapped mount. */
 static void emit_root(builder *b, const a3s_fs_rule *r)
 {
     make_parents(b, r->path);
     if (b->cmd->mapped)
         hpush3(b, "--dir", r->path, NULL);
     else
-        hpush3(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path, r->path);
+        emit_bind(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path);
     remember(b, r->kind, r->path);
 }
 
@@ -490,12 +509,9 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
         break;
     case A3S_FS_RO:
     case A3S_FS_PROTECT:
-        make_parents(b, r->path);
-        hpush3(b, "--ro-bind", r->path, r->path);
-        break;
     case A3S_FS_RW:
         make_parents(b, r->path);
-        hpush3(b, "--bind", r->path, r->path);
+        emit_bind(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path);
         break;
     default:
         return a3s_fail(err, A3S_ERR_INTERNAL, "unknown filesystem rule kind %d", r->kind);
@@ -598,10 +614,11 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     /* Hidden directories become read-only last, once nothing more is mounted inside. */
     for (size_t i = b.nremount; i-- > 0;)
         hpush3(&b, "--remount-ro", b.remount[i], NULL);
-    /* The workspace itself, even with a working directory below it: where the workspace
-     * comes as an idmapped mount, bwrap sees only the empty mount point, and the setup
-     * step enters the working directory once the mount is made (a "cwd" record). */
-    push3(&b, "--chdir", p->workspace ? p->workspace : "/", NULL);
+    /* bwrap sees the host before the setup step's mounts: a directory entered there could
+     * end up hidden below them and still be the command's. The setup step enters the
+     * workspace once every mount is made (its mount, or a "chdir" record by path; then
+     * the working directory: a "cwd" record). */
+    push3(&b, "--chdir", "/", NULL);
     push(&b, "--clearenv");
     for (size_t i = 0; i < env->n; i++) {
         const char *eq = strchr(env->v[i], '=');

@@ -51,12 +51,13 @@ int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *w
 /* Build the bwrap options (for --args) into `out`, the command part ("--", launcher, ...)
  * into `cmd_out` (bwrap takes the command from its real argv only) and the setup records
  * (protocol.h, magic first) into `setup`, for a validated plan and the rules in
- * cmd->more. bwrap makes the namespaces, the read-only host root, /dev and /proc. Rules
- * outside the workspace become mounts the setup step makes first ("mnt-*" records),
- * computed from the host as it is now: missing optional paths are skipped, a symbolic
- * link at any rule path fails closed; `host` gets them as bwrap directives (--tmpfs,
- * --dir, --ro-bind, --bind, --remount-ro, --perms), in their order, for `plan`. Rules
- * inside the workspace become setup records, applied by fd inside. `env` holds the
+ * cmd->more. bwrap makes the namespaces, the read-only host root, /dev and /proc (and
+ * the binds from below these two, which the setup step takes from there), and starts in
+ * /. Rules outside the workspace become mounts the setup step makes first ("mnt-*"
+ * records), computed from the host as it is now: missing optional paths are skipped, a
+ * symbolic link at any rule path fails closed; `host` gets them as bwrap directives
+ * (--tmpfs, --dir, --ro-bind, --bind, --remount-ro, --perms), in their order, for `plan`.
+ * Rules inside the workspace become setup records, applied by fd inside. `env` holds the
  * composed "NAME=VALUE" child environment. */
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
                          a3s_strv *out, a3s_strv *host, a3s_strv *cmd_out, a3s_strv *setup,

@@ -607,7 +607,7 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     ctx c = {.wsfd = -1, .null_src = -1, .mask_fs = -1, .ws = ""};
     int rc = 0, scratch_fd = -1;
-    const char *cwd = NULL;
+    const char *cwd = NULL, *chdir_path = NULL;
     size_t nhost = 0;
     while (nhost + 1 < n && a3s_setup_host_is(ops[nhost].kind))
         nhost++;
@@ -621,6 +621,8 @@ int a3s_setup_run(bool keep_relay_fds)
                 rc = fail("two workspace records");
             else if ((rc = apply_root(&c, o, &c.wsfd)) == 0)
                 c.ws = o->path;
+        } else if (is_kind(o, "chdir")) {
+            chdir_path = o->path; /* entered by path once every mount is made */
         } else if (is_kind(o, "cwd")) {
             cwd = o->path; /* entered once every mount is made and verified */
         } else if (is_kind(o, "scratch")) {
@@ -634,7 +636,7 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     if (rc == 0)
         rc = verify(&c, ops, n);
-    /* The command starts in the workspace mount (bwrap's --chdir may predate it). */
+    /* The command starts in the workspace mount (bwrap started in /). */
     if (rc == 0 && c.wsfd >= 0) {
         int d = openat(c.wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0 || fchdir(d) < 0)
@@ -642,6 +644,10 @@ int a3s_setup_run(bool keep_relay_fds)
         if (d >= 0)
             close(d);
     }
+    /* A workspace that is not a mount of its own: entered by path, as the command sees it
+     * (bwrap starts in /, below none of the mounts). */
+    if (rc == 0 && c.wsfd < 0 && chdir_path && chdir(chdir_path) < 0)
+        rc = fail("entering the workspace %s: %s", chdir_path, strerror(errno));
     /* The command's working directory, below the workspace mount as the command sees it
      * (O_PATH: entering a directory needs only search permission). */
     if (rc == 0 && cwd) {

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -118,9 +119,16 @@ static int clone_source(const a3s_setup_host_op *o, bool *is_dir)
     (void)close(fd);
     if (src < 0)
         return refuse("cloning %s: %s", o->path, strerror(e));
+    /* Staged: bubblewrap bound the host's source there (below its own /dev or /proc, which
+     * hide the host's); the clone is what counts, its mount goes. */
+    if ((o->arg & 2) && umount2(o->path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+        e = errno;
+        (void)close(src);
+        return refuse("the staged bind at %s: %s", o->path, strerror(e));
+    }
     const unsigned long long base = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     int rc;
-    if (o->arg == 1) {
+    if (o->arg & 1) {
         rc = mount_setattr_fd(src, AT_RECURSIVE, base | MOUNT_ATTR_RDONLY, 0);
     } else {
         rc = mount_setattr_fd(src, AT_RECURSIVE, base, MOUNT_ATTR_RDONLY);

@@ -11,7 +11,7 @@
 typedef struct a3s_setup_host_op {
     const char *kind;       /* a "mnt-*" record kind (protocol.h) */
     const char *path;       /* absolute */
-    unsigned long long arg; /* mnt-tmpfs, mnt-dir: the mode; mnt-bind: 1 read-only */
+    unsigned long long arg; /* mnt-tmpfs, mnt-dir: the mode; mnt-bind: flags (protocol.h) */
 } a3s_setup_host_op;
 
 /* Whether a setup record kind is one of the host mounts. */

@@ -111,6 +111,19 @@ check "a write to /tmp inside stays inside" test ! -e /tmp/a3s-host-mounts-probe
 [ -d /root/.cargo ] && [ "$(id -u)" -eq 0 ] &&
   check "root's toolchain dir /root/.cargo is exposed" contains "$exposed" /root/.cargo
 
+# A workspace below /dev/shm: the sandbox's /dev is bubblewrap's own, so bubblewrap binds
+# the host's directory there first and the setup step takes it from there.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  shm=$(mktemp -d /dev/shm/a3s-spec-XXXXXX)
+  echo "$shm" >>"$_tmp_list"
+  echo host >"$shm/in.txt"
+  run_cli -w "$shm" -c 'cat in.txt; echo sandbox >out.txt; pwd'
+  check "a workspace below /dev/shm: runs there, reads and writes the host's directory" eq \
+    "$RC/$OUT/$(cat "$shm/out.txt" 2>/dev/null)" "0/host
+$shm/sandbox"
+  [ "$RC" -eq 0 ] || echo "# $ERR"
+fi
+
 # A setup step handed a host mount it cannot make refuses the run (125, its message on
 # stderr) and the command never starts. bubblewrap is wrapped to add one record in front
 # of the real ones (the sealed records come on fd 8, protocol.h).

@@ -121,8 +121,6 @@ check "plan, 0xff workspace: roots.workspace decodes to the exact path" eq \
   "$(jv 'b(d["roots"]["workspace"]) == fs(arg[0])' "$odd")" true
 check "plan, 0xff workspace: it is a base64 object" eq \
   "$(jv 'list(d["roots"]["workspace"])')" '["base64"]'
-check "plan, 0xff workspace: bwrap_argv holds the exact path (chdir)" eq \
-  "$(jv '[b(a) for a in d["bwrap_argv"]].count(fs(arg[0])) >= 1' "$odd")" true
 check "plan, 0xff workspace: setup_mounts holds the exact path (bind or mount point)" eq \
   "$(jv '[b(a) for a in d["setup_mounts"]].count(fs(arg[0])) >= 1' "$odd")" true
 check "plan, 0xff workspace: the writable rule keeps its path" eq \
