@@ -324,9 +324,16 @@ int a3s_setup_host_apply(const a3s_setup_host_op *ops, size_t n)
         free(dir);
         return refuse("out of memory");
     }
+    int rc = 0;
     for (size_t i = 0; i < n; i++)
         src[i] = -1;
-    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const a3s_setup_host_op *o = &ops[i];
+        bool moded = is(o, "mnt-tmpfs") || is(o, "mnt-dir");
+        if ((moded && o->arg > 07777) || (is(o, "mnt-bind") && o->arg > 3) ||
+            (!moded && !is(o, "mnt-bind") && o->arg != 0))
+            rc = refuse("bad host mount record %s %s %llu", o->kind, o->path, o->arg);
+    }
     /* Every source first, from the host's view as it is before any of these mounts. */
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (is(&ops[i], "mnt-bind"))
