@@ -79,6 +79,9 @@ typedef struct a3s_backend_host {
     bool allow_host_root; /* root callers: host root where no unprivileged id can be used */
 } a3s_backend_host;
 
+/* A session's warm boundary (backend-specific), made by session_open. */
+typedef struct a3s_backend_session a3s_backend_session;
+
 /* One run, for prepare. Everything is borrowed for the run's lifetime. */
 typedef struct a3s_run_spec {
     const a3s_plan *plan;         /* validated, frozen */
@@ -93,6 +96,8 @@ typedef struct a3s_run_spec {
     const a3s_grant *grants;      /* mediated network when ngrants > 0 */
     size_t ngrants;
     bool pin; /* false: a read-only question (the plan): nothing is pinned */
+    /* A command of this session (its plan is the session's), or NULL: a fresh run. */
+    a3s_backend_session *session;
 } a3s_run_spec;
 
 /* One run's inputs to supervision. */
@@ -125,9 +130,9 @@ typedef struct a3s_backend_ops {
     const char *(*unusable)(const a3s_backend *be);
     /* The boundary's main program (for reports), or NULL. */
     const char *(*program)(const a3s_backend *be);
-    /* Open one run: clean up after dead runs, record and make the scratch dir
-     * (*scratch, owned by the run). */
-    int (*run_open)(a3s_backend *be, a3s_backend_run **out, const char **scratch,
+    /* Open one run: clean up after dead runs (sweep: a session's commands leave that to
+     * its opening), record and make the scratch dir (*scratch, owned by the run). */
+    int (*run_open)(a3s_backend *be, a3s_backend_run **out, const char **scratch, bool sweep,
                     a3s_error *err);
     /* Refuse what this backend could not enforce of a frozen plan, before anything of a
      * run is made, so that checking a policy and running it refuse the same things: the
@@ -155,6 +160,13 @@ typedef struct a3s_backend_ops {
     /* Mediated network proven live, through run (may be NULL: no mediation). */
     void (*probe_mediation)(a3s_backend *be, a3s_granted_run_fn run, void *ud, bool *http,
                             bool *socks);
+    /* Sessions (NULL: this backend has none). session_open makes the warm boundary of a
+     * prepared run (the session's first: its plan, pins and scratch path stay the
+     * session's), whose later runs are prepared with spec.session and run by run_exec in
+     * it. session_close releases it; NULL is a no-op. */
+    int (*session_open)(a3s_backend *be, a3s_backend_run *run, a3s_backend_session **out,
+                        a3s_error *err);
+    void (*session_close)(a3s_backend *be, a3s_backend_session *s);
     void (*free)(a3s_backend *be);
 } a3s_backend_ops;
 

@@ -34,6 +34,10 @@ typedef struct a3s_policy_src {
 
 void a3s_policy_src_free(a3s_policy_src *src);
 
+/* What one evaluation read of the host and of policy files (the policy engine's own
+ * record, opaque here). */
+typedef struct a3s_policy_facts a3s_policy_facts;
+
 typedef struct a3s_policy_engine {
     const char *name; /* "lua" */
     /* A search-path entry the engine's own resolve and reads understand (the shipped
@@ -47,6 +51,14 @@ typedef struct a3s_policy_engine {
      * a3s_plan_validate (so it is frozen: see plan.h). NULL and err (A3S_ERR_POLICY) on
      * any failure. Nothing of the evaluation survives the call. */
     a3s_plan *(*eval)(const a3s_policy_src *src, const a3s_policy_ctx *ctx, a3s_error *err);
+    /* eval, and what it read (*facts, owned by the caller: facts_free). While
+     * facts_hold answers true for the same src and ctx, evaluating again would give the
+     * same plan: every host query is answered as before and every policy file looked
+     * for is as it was. May be NULL (no such record: every run evaluates). */
+    a3s_plan *(*eval_facts)(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
+                            a3s_policy_facts **facts, a3s_error *err);
+    bool (*facts_hold)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx);
+    void (*facts_free)(a3s_policy_facts *facts);
 } a3s_policy_engine;
 
 #endif

@@ -17,24 +17,52 @@
 #include "trace.h"
 #include "util.h"
 
-int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
-                        a3s_prepared *pp, a3s_error *err)
+/* One run's preparation; with a session, its frozen plan (evaluated once, when the
+ * session opened) stands for the policy, and the backend prepares the run in it. */
+static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
+                   const a3s_session_ctx *sess, a3s_policy_facts **facts, a3s_prepared *pp,
+                   a3s_error *err)
 {
     memset(pp, 0, sizeof *pp);
     a3s_backend *be = sb->backend;
     if (!be)
         return a3s_fail(err, A3S_ERR_SETUP, "no sandbox backend");
     a3s_trace_mark("prepare");
-    if (be->ops->run_open(be, &pp->run, &pp->scratch, err) < 0)
+    if (be->ops->run_open(be, &pp->run, &pp->scratch, sess == NULL, err) < 0)
         return -1;
     a3s_trace_mark("run-open (sweeps, run record, scratch dir)");
-    if (!(pp->plan = a3s_sandbox_compile(sb, pp->scratch, err)))
-        goto fail;
-    a3s_trace_mark("policy (evaluated for this host)");
+    /* Every run evaluates the policy for the host as it is now, also a session's command
+     * (what the policy reads of the host may have changed since the session opened: a
+     * new file to mask). A session's commands see its scratch path, whichever directory
+     * is mounted there. */
+    if (sess && a3s_sandbox_facts_hold(sb, sess->plan->scratch, sess->facts)) {
+        /* Everything the session's evaluation read is as it was: the same plan. */
+        pp->plan = (a3s_plan *)sess->plan;
+        pp->plan_borrowed = true;
+        a3s_trace_mark("policy (the session's: what it read holds)");
+    } else {
+        pp->plan = facts ? a3s_sandbox_compile_facts(sb, pp->scratch, facts, err)
+                         : a3s_sandbox_compile(sb, sess ? sess->plan->scratch : pp->scratch,
+                                               err);
+        if (!pp->plan)
+            goto fail;
+        a3s_trace_mark("policy (evaluated for this host)");
+    }
     if (a3s_sandbox_plan_check(sb, pp->plan, true, err) < 0 ||
-        a3s_sandbox_check_broadening(sb, pp->plan, err) < 0 ||
-        a3s_sandbox_policy_digest(sb, pp->digest, err) < 0)
+        a3s_sandbox_check_broadening(sb, pp->plan, err) < 0)
         goto fail;
+    if (sess) {
+        /* The session's namespaces were made for its first plan: a plan that would need
+         * others (the network kept or not) is refused, never run in the wrong ones. */
+        if (pp->plan->network != sess->plan->network) {
+            a3s_fail(err, A3S_ERR_POLICY, "the policy's network setting changed since the "
+                     "session opened: start a new session");
+            goto fail;
+        }
+        memcpy(pp->digest, sess->digest, sizeof pp->digest);
+    } else if (a3s_sandbox_policy_digest(sb, pp->digest, err) < 0) {
+        goto fail;
+    }
     a3s_trace_mark("plan check + digest (neutral evaluation)");
     const a3s_scan_hooks *bh = be->ops->scan_hooks ? be->ops->scan_hooks(pp->run) : NULL;
     a3s_scan_hooks hooks = bh ? *bh : (a3s_scan_hooks){0};
@@ -56,6 +84,7 @@ int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
         .grants = sb->grants,
         .ngrants = sb->ngrants,
         .pin = pin,
+        .session = sess ? sess->backend : NULL,
     };
     if (be->ops->run_prepare(be, pp->run, &spec, err) < 0)
         goto fail;
@@ -66,10 +95,23 @@ fail:
     return -1;
 }
 
+int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
+                        a3s_prepared *pp, a3s_error *err)
+{
+    return prepare(sb, req, pin, NULL, NULL, pp, err);
+}
+
+int a3s_sandbox_prepare_facts(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
+                              a3s_policy_facts **facts, a3s_prepared *pp, a3s_error *err)
+{
+    return prepare(sb, req, pin, NULL, facts, pp, err);
+}
+
 void a3s_sandbox_prepared_free(a3s_sandbox *sb, a3s_prepared *pp)
 {
     a3s_scan_result_free(&pp->scan);
-    a3s_plan_free(pp->plan);
+    if (!pp->plan_borrowed)
+        a3s_plan_free(pp->plan);
     pp->plan = NULL;
     a3s_strv_free(&pp->env);
     /* Last: the backend releases the pins, the scratch dir and the run record. */
@@ -265,6 +307,12 @@ static void mirror_finish(const a3s_exec_request *req, const a3s_outcome *o, a3s
 int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r,
                      a3s_error *err)
 {
+    return a3s_sandbox_exec_in(sb, NULL, req, r, err);
+}
+
+int a3s_sandbox_exec_in(a3s_sandbox *sb, const a3s_session_ctx *sess,
+                        const a3s_exec_request *req, a3s_result *r, a3s_error *err)
+{
     memset(r, 0, sizeof *r);
     if (check_request(req, err) < 0)
         return err ? err->code : A3S_ERR_INVALID;
@@ -280,7 +328,10 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         char d[65] = "";
         a3s_error derr;
         /* a broken policy is audited as a compile deny */
-        (void)a3s_sandbox_policy_digest(sb, d, &derr);
+        if (sess)
+            memcpy(d, sess->digest, sizeof d);
+        else
+            (void)a3s_sandbox_policy_digest(sb, d, &derr);
         if (a3s_audit_open(&au, sb->audit_path, sb->audit_fn, sb->audit_ud, id, sb->src.name,
                            d, a3s_sandbox_backend(sb), sb->workspace, err) < 0)
             return err ? err->code : A3S_ERR_SETUP;
@@ -307,7 +358,7 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
         return a3s_fail(err, A3S_ERR_INVALID, "%s", refusal), A3S_ERR_INVALID;
     }
     a3s_prepared pp;
-    if (a3s_sandbox_prepare(sb, req, true, &pp, err) < 0) {
+    if (prepare(sb, req, true, sess, NULL, &pp, err) < 0) {
         a3s_audit_emit(au, "compile", "deny", "policy-refused", "compile-failed", NULL);
         a3s_error cerr;
         (void)a3s_audit_close(au, &cerr);

@@ -80,9 +80,9 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb);
 }
 
-a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err)
+static a3s_policy_ctx host_ctx(const a3s_sandbox *sb, const char *scratch)
 {
-    a3s_policy_ctx ctx = {
+    return (a3s_policy_ctx){
         .workspace = sb->workspace,
         .scratch = scratch,
         .home = sb->home,
@@ -92,7 +92,31 @@ a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *e
         .platform = "linux",
         .guard = sb->workspace,
     };
+}
+
+a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err)
+{
+    a3s_policy_ctx ctx = host_ctx(sb, scratch);
     return sb->policy->eval(&sb->src, &ctx, err);
+}
+
+a3s_plan *a3s_sandbox_compile_facts(a3s_sandbox *sb, const char *scratch,
+                                    a3s_policy_facts **facts, a3s_error *err)
+{
+    *facts = NULL;
+    if (!sb->policy->eval_facts)
+        return a3s_sandbox_compile(sb, scratch, err);
+    a3s_policy_ctx ctx = host_ctx(sb, scratch);
+    return sb->policy->eval_facts(&sb->src, &ctx, facts, err);
+}
+
+bool a3s_sandbox_facts_hold(const a3s_sandbox *sb, const char *scratch,
+                            const a3s_policy_facts *facts)
+{
+    if (!facts || !sb->policy->facts_hold)
+        return false;
+    a3s_policy_ctx ctx = host_ctx(sb, scratch);
+    return sb->policy->facts_hold(facts, &ctx);
 }
 
 /* A policy file the command can write is refused: a run could rewrite what the next one
@@ -355,6 +379,11 @@ int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_b
 {
     if (!policy)
         return a3s_fail(err, A3S_ERR_INVALID, "replace_policy: no policy given"), A3S_ERR_INVALID;
+    /* A session runs the policy it was opened with: never another one under it. */
+    if (sb->sessions > 0)
+        return a3s_fail(err, A3S_ERR_INVALID, "replace_policy: the sandbox has open sessions; "
+                        "close them first"),
+               A3S_ERR_INVALID;
     a3s_policy_src next_src = {0};
     if (sb->policy->resolve(policy, (const char *const *)sb->search_path.v, &next_src, err) < 0)
         return err ? err->code : A3S_ERR_POLICY;

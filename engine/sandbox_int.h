@@ -40,6 +40,7 @@ struct a3s_sandbox {
      * and the fixed probe command still work. */
     char *ws_refusal;
     bool probing; /* the probe's own run (report.c) */
+    int sessions; /* open sessions (session.c): the policy cannot be replaced under them */
     /* Top-level workspace entries protected beyond the policy's (the running program's
      * image lies there): names for the scan (scan.h also_dirs/also_files). */
     a3s_strv also_dirs, also_files;
@@ -50,6 +51,12 @@ bool a3s_sandbox_ws_holds(const a3s_sandbox *sb, const char *path);
 
 /* Evaluate the current policy for a run whose scratch dir is `scratch`. */
 a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err);
+/* The same, and what the evaluation read (*facts: NULL when the policy engine keeps no
+ * such record); whether all of it still holds, so the plan would be the same. */
+a3s_plan *a3s_sandbox_compile_facts(a3s_sandbox *sb, const char *scratch,
+                                    a3s_policy_facts **facts, a3s_error *err);
+bool a3s_sandbox_facts_hold(const a3s_sandbox *sb, const char *scratch,
+                            const a3s_policy_facts *facts);
 
 /* The backend's plan_check of p (0 without a backend). */
 int a3s_sandbox_plan_check(a3s_sandbox *sb, const a3s_plan *p, bool host, a3s_error *err);
@@ -62,11 +69,22 @@ int a3s_sandbox_check_broadening(a3s_sandbox *sb, const a3s_plan *p, a3s_error *
  * ENOMEM. */
 json_t *a3s_sandbox_grants_json(const a3s_sandbox *sb, const char *digest);
 
+/* A session's part in its runs (session.c): the plan evaluated when it opened, its
+ * digest, the backend's warm boundary. */
+typedef struct a3s_session_ctx {
+    const a3s_plan *plan; /* as evaluated when it opened: its scratch path and network */
+    char digest[65];
+    a3s_backend_session *backend;
+    /* What that evaluation read: while all of it holds, a command's plan is that one. */
+    a3s_policy_facts *facts;
+} a3s_session_ctx;
+
 /* run.c: one prepared run (policy -> frozen plan -> scan -> backend prepare). */
 typedef struct a3s_prepared {
     a3s_backend_run *run;
     const char *scratch; /* owned by run */
     a3s_plan *plan;      /* frozen */
+    bool plan_borrowed;  /* the session's (its facts held): not freed with the run */
     a3s_scan_result scan;
     a3s_strv env;
     char digest[65];
@@ -74,6 +92,12 @@ typedef struct a3s_prepared {
 
 int a3s_sandbox_prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
                         a3s_prepared *pp, a3s_error *err);
+/* The same, also recording what the evaluation read (a session's first run). */
+int a3s_sandbox_prepare_facts(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
+                              a3s_policy_facts **facts, a3s_prepared *pp, a3s_error *err);
 void a3s_sandbox_prepared_free(a3s_sandbox *sb, a3s_prepared *pp);
+/* One execution (a3s_sandbox_exec), in a session when sess is not NULL. */
+int a3s_sandbox_exec_in(a3s_sandbox *sb, const a3s_session_ctx *sess,
+                        const a3s_exec_request *req, a3s_result *r, a3s_error *err);
 
 #endif

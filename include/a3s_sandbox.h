@@ -192,6 +192,26 @@ A3S_API void a3s_result_free(a3s_result *r);
  * above. */
 A3S_API char *a3s_result_json(const a3s_result *r);
 
+/* Sessions: one warm boundary for many commands of one (workspace, policy, grants).
+ * a3s_session_open checks the sandbox's current policy (its digest is the session's) and
+ * makes the boundary's long-lived namespaces (user, mount base, UTS and network); each
+ * a3s_session_exec then
+ * runs one command with the same request, result, audit events and errors as
+ * a3s_sandbox_exec, in its own pid, mount and IPC namespaces, with a fresh /tmp and
+ * scratch directory, the plan's seccomp filter, no capabilities, its own deadline, output
+ * bound and quota cgroup, the workspace rescanned first (what changed there since the
+ * last command is protected as in a fresh run). Commands may run concurrently (one call
+ * per thread or process). The sandbox must outlive the session; the policy is evaluated
+ * again for each command (the host as it is then) and cannot be replaced while a session
+ * is open (a3s_sandbox_replace_policy refuses). Only linux-bwrap has sessions;
+ * a session holding network grants is refused (A3S_ERR_SETUP) for now. Closing kills
+ * nothing that runs (each exec has ended) and leaves nothing behind. */
+typedef struct a3s_session a3s_session;
+A3S_API int a3s_session_open(a3s_sandbox *sb, a3s_session **out, a3s_error *err);
+A3S_API int a3s_session_exec(a3s_session *s, const a3s_exec_request *req, a3s_result *r,
+                             a3s_error *err);
+A3S_API void a3s_session_close(a3s_session *s);
+
 /* Run the marker command through the real boundary; A3S_OK when it works. */
 A3S_API int a3s_sandbox_probe(a3s_sandbox *sb, a3s_error *err);
 

@@ -31,6 +31,18 @@
  * when the program was given by path (A3S_SANDBOX_LAUNCHER, A3S_SANDBOX_RELAY). */
 #define A3S_FD_LAUNCHER_IMAGE 13
 #define A3S_FD_RELAY_IMAGE 14
+/* Sessions (backends/linux/session.c): the namespaces of a session, kept by its owner as
+ * descriptors. The launcher started with --hold (by bwrap, once, when the session opens)
+ * sends its own namespaces over the socket A3S_FD_HOLD (one byte, SCM_RIGHTS: user, mount,
+ * UTS and, when the plan unshares the network, network) and exits. The launcher started
+ * with --join (on the host, once per command) finds them at the numbers below, enters
+ * them, makes the command's own mount, IPC, pid and cgroup namespaces and goes on as the
+ * setup step there (join.c). A3S_FD_NS_NET is absent when the network is the host's. */
+#define A3S_FD_HOLD 15
+#define A3S_FD_NS_USER 15
+#define A3S_FD_NS_MNT 16
+#define A3S_FD_NS_UTS 17
+#define A3S_FD_NS_NET 18
 #define A3S_FD_PATH_(n) "/proc/self/fd/" #n
 #define A3S_FD_PATH(n) A3S_FD_PATH_(n)
 
@@ -60,6 +72,10 @@
  *           removed;
  *           mask: a directory gets an empty read-only tmpfs, anything else /dev/null;
  *           tmpfs: a private writable tmpfs.
+ *   clone   (a session's command, first) PATH=absolute directory as the session's base
+ *           shows it, A,B=dev,ino, C=0: the workspace, 1: the scratch directory, D=1:
+ *           read-only. Cloned (with what is mounted below it) and checked, then taken
+ *           by the root or scratch record as with source 1.
  *   chdir   PATH=workspace (absolute) when it has no "root" record: the command starts
  *           there, entered by path once every mount is made; A..D=0
  *   cwd     PATH relative to the workspace, resolved below it (symbolic links followed

@@ -49,9 +49,9 @@ static const a3s_quota_caps *hb_quota_caps(a3s_backend *base)
 }
 
 static int hb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
-                       a3s_error *err)
+                       bool sweep, a3s_error *err)
 {
-    return a3s_linux_run_new(((host_backend *)base)->h.tmp, out, scratch, err);
+    return a3s_linux_run_new(((host_backend *)base)->h.tmp, sweep, out, scratch, err);
 }
 
 static void hb_run_close(a3s_backend *base, a3s_backend_run *run)

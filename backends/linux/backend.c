@@ -141,14 +141,14 @@ int a3s_linux_image(a3s_linux_backend *be, int h, a3s_error *err)
 
 /* ---- one run ---------------------------------------------------------------------------- */
 
-int a3s_linux_run_new(const char *tmp, a3s_backend_run **out, const char **scratch,
+int a3s_linux_run_new(const char *tmp, bool sweep, a3s_backend_run **out, const char **scratch,
                       a3s_error *err)
 {
     a3s_backend_run *run = calloc(1, sizeof *run);
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
-    if (a3s_runres_open(&run->res, tmp, err) < 0) {
+    if (a3s_runres_open(&run->res, tmp, sweep, err) < 0) {
         free(run);
         return -1;
     }
@@ -163,9 +163,9 @@ const a3s_scan_hooks *a3s_linux_run_scan_hooks(a3s_backend_run *run)
 }
 
 static int lb_run_open(a3s_backend *base, a3s_backend_run **out, const char **scratch,
-                       a3s_error *err)
+                       bool sweep, a3s_error *err)
 {
-    return a3s_linux_run_new(((a3s_linux_backend *)base)->h.tmp, out, scratch, err);
+    return a3s_linux_run_new(((a3s_linux_backend *)base)->h.tmp, sweep, out, scratch, err);
 }
 
 static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
@@ -320,7 +320,12 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         .uid = getuid(),
         .gid = getgid(),
         .tag = spec->pin ? a3s_stale_run_tag(run->res.rec) : NULL,
+        .join = spec->session != NULL,
+        .scratch_src = run->res.scratch,
     };
+    run->session = spec->session;
+    if (spec->session && spec->ngrants)
+        return a3s_fail(err, A3S_ERR_SETUP, "a session cannot hold network grants yet");
     if (spec->ngrants) {
         if (be->relay_why)
             return a3s_fail(err, A3S_ERR_SETUP, "network grants need a3s-sandbox-relay: %s",
@@ -416,6 +421,8 @@ static const a3s_backend_ops linux_ops = {
     .run_close = lb_run_close,
     .quota_caps = lb_quota_caps,
     .probe_mediation = lb_probe_mediation,
+    .session_open = a3s_linux_session_open,
+    .session_close = a3s_linux_session_close,
     .free = lb_free,
 };
 

@@ -125,7 +125,7 @@ static void setup_reason(const a3s_outcome *o, char *buf, size_t n)
 }
 
 /* Nothing of the command ran: a setup failure, whatever the clock said. */
-static int never_started(const a3s_outcome *o, a3s_error *err)
+int a3s_linux_never_started(const a3s_outcome *o, a3s_error *err)
 {
     char why[1536];
     if (o->launch_failed)
@@ -160,6 +160,8 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     if (be->why_unusable || !be->bwrap)
         return a3s_fail(err, A3S_ERR_SETUP, "%s",
                         be->why_unusable ? be->why_unusable : "bubblewrap is not usable");
+    if (run->session)
+        return a3s_linux_session_exec(be, run, io, o, err);
     a3s_launch l;
     a3s_linux_launch_init(&l, p, io, be->h.workspace, &run->res);
     l.setup_timeout_ms = A3S_SETUP_LIMIT_MS;
@@ -238,7 +240,7 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     if (a3s_exec_run(&l, o, err) < 0)
         goto out;
     if (!o->started && !o->aborted) {
-        never_started(o, err);
+        a3s_linux_never_started(o, err);
         goto out;
     }
     rc = 0;

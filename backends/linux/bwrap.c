@@ -67,7 +67,7 @@ typedef struct builder {
     a3s_strv *host; /* the mounts outside the workspace, in bwrap's syntax (see below) */
     const a3s_bwrap_cmd *cmd;
     const char *ws, *scratch;
-    bool ws_bound;
+    bool ws_bound, ws_rw;
     a3s_strv made; /* directories made with --dir (make_parents) */
     wsop *ops;
     size_t nops, capops;
@@ -203,15 +203,23 @@ static void build_setup(builder *b, builder *rec)
     if (b->nops)
         qsort(b->ops, b->nops, sizeof *b->ops, cmp_wsop);
     push(rec, A3S_SETUP_MAGIC);
+    if (c->join && !c->mapped) {
+        if (b->ws && b->ws_bound)
+            push_rec(rec, "clone", b->ws, (unsigned long long)c->ws_dev,
+                     (unsigned long long)c->ws_ino, 0, !b->ws_rw);
+        if (b->scratch && c->scratch_src)
+            push_rec(rec, "clone", c->scratch_src, (unsigned long long)c->scratch_dev,
+                     (unsigned long long)c->scratch_ino, 1, 0);
+    }
     host_records(rec, b->host);
     if (b->ws && b->ws_bound)
         push_rec(rec, "root", b->ws, (unsigned long long)c->ws_dev,
-                 (unsigned long long)c->ws_ino, c->mapped, 0);
+                 (unsigned long long)c->ws_ino, c->mapped || c->join, 0);
     if (b->ws && !b->ws_bound)
         push_rec(rec, "chdir", b->ws, 0, 0, 0, 0);
     if (b->scratch && (c->scratch_dev || c->scratch_ino))
         push_rec(rec, "scratch", b->scratch, (unsigned long long)c->scratch_dev,
-                 (unsigned long long)c->scratch_ino, c->mapped, 0);
+                 (unsigned long long)c->scratch_ino, c->mapped || c->join, 0);
     size_t skip = b->ws && strcmp(b->ws, "/") ? strlen(b->ws) + 1 : 1;
     for (size_t i = 0; i < b->nops; i++) {
         const wsop *o = &b->ops[i];
@@ -446,7 +454,7 @@ static void emit_bind(builder *b, const char *dir, const char *path)
 static void emit_root(builder *b, const a3s_fs_rule *r)
 {
     make_parents(b, r->path);
-    if (b->cmd->mapped)
+    if (b->cmd->mapped || b->cmd->join)
         hpush3(b, "--dir", r->path, NULL);
     else
         emit_bind(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path);
@@ -466,6 +474,7 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
     if (ws && root_kind(r->kind) && !strcmp(r->path, ws)) {
         emit_root(b, r);
         b->ws_bound = true;
+        b->ws_rw = r->kind == A3S_FS_RW;
         return 0;
     }
     if (scratch && r->kind == A3S_FS_RW && !strcmp(r->path, scratch)) {
@@ -552,6 +561,56 @@ static bool is_fd_path(const char *p)
     return strncmp(p, "/proc/self/fd/", 14) == 0;
 }
 
+/* The namespaces, the setup step's capabilities and the read-only host view with /dev
+ * and /proc: what every sandbox (a fresh run or a session) starts from. */
+static void push_base(builder *b, const a3s_plan *p, bool mapped)
+{
+    char num[32];
+    push(b, "--die-with-parent");
+    push(b, "--new-session");
+    /* The setup step runs as uid 0 of the sandbox's user namespace with the capabilities
+     * it needs to mount by fd (also in directories a command made unsearchable) and to
+     * enter the command's nested namespace; it drops them all before the command (and
+     * before its seccomp filter, which it installs itself, as it also denies further
+     * user namespaces). */
+    if (mapped) {
+        snprintf(num, sizeof num, "%d", A3S_FD_USERNS);
+        push3(b, "--userns", num, NULL);
+    } else {
+        push(b, "--unshare-user");
+    }
+    push3(b, "--uid", "0", NULL);
+    push3(b, "--gid", "0", NULL);
+    push(b, "--unshare-pid");
+    push(b, "--unshare-ipc");
+    push(b, "--unshare-uts");
+    push(b, "--unshare-cgroup-try");
+    if (p->network == A3S_NET_NONE)
+        push(b, "--unshare-net");
+    push3(b, "--hostname", "a3s-sandbox", NULL);
+    push3(b, "--cap-drop", "ALL", NULL);
+    push3(b, "--cap-add", "CAP_SYS_ADMIN", NULL);
+    push3(b, "--cap-add", "CAP_DAC_OVERRIDE", NULL);
+    push3(b, "--cap-add", "CAP_SETUID", NULL);
+    push3(b, "--cap-add", "CAP_SETGID", NULL);
+    push3(b, "--cap-add", "CAP_SETFCAP", NULL);
+    /* bwrap's own mounts, those of a bare bwrap. Every other one is the setup step's
+     * (hpush3): bwrap reads the whole mount table again after each bind or remount. */
+    push3(b, "--ro-bind", "/", "/");
+    push3(b, "--dev", "/dev", NULL);
+    push3(b, "--proc", "/proc", NULL);
+}
+
+int a3s_bwrap_session_args(const a3s_plan *p, bool mapped, a3s_strv *out, a3s_error *err)
+{
+    a3s_bwrap_cmd none = {.mapped = mapped};
+    builder b = {.out = out, .cmd = &none};
+    push_base(&b, p, mapped);
+    if (b.failed)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "building the bwrap arguments: out of memory");
+    return 0;
+}
+
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
                          a3s_strv *out, a3s_strv *host, a3s_strv *cmd_out, a3s_strv *setup,
                          a3s_error *err)
@@ -560,39 +619,7 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
                  .scratch = p->scratch};
     char num[32];
 
-    push(&b, "--die-with-parent");
-    push(&b, "--new-session");
-    /* The setup step runs as uid 0 of the sandbox's user namespace with the capabilities
-     * it needs to mount by fd (also in directories a command made unsearchable) and to
-     * enter the command's nested namespace; it drops them all before the command (and
-     * before its seccomp filter, which it installs itself, as it also denies further
-     * user namespaces). */
-    if (cmd->mapped) {
-        snprintf(num, sizeof num, "%d", A3S_FD_USERNS);
-        push3(&b, "--userns", num, NULL);
-    } else {
-        push(&b, "--unshare-user");
-    }
-    push3(&b, "--uid", "0", NULL);
-    push3(&b, "--gid", "0", NULL);
-    push(&b, "--unshare-pid");
-    push(&b, "--unshare-ipc");
-    push(&b, "--unshare-uts");
-    push(&b, "--unshare-cgroup-try");
-    if (p->network == A3S_NET_NONE)
-        push(&b, "--unshare-net");
-    push3(&b, "--hostname", "a3s-sandbox", NULL);
-    push3(&b, "--cap-drop", "ALL", NULL);
-    push3(&b, "--cap-add", "CAP_SYS_ADMIN", NULL);
-    push3(&b, "--cap-add", "CAP_DAC_OVERRIDE", NULL);
-    push3(&b, "--cap-add", "CAP_SETUID", NULL);
-    push3(&b, "--cap-add", "CAP_SETGID", NULL);
-    push3(&b, "--cap-add", "CAP_SETFCAP", NULL);
-    /* bwrap's own mounts, those of a bare bwrap. Every other one is the setup step's
-     * (hpush3): bwrap reads the whole mount table again after each bind or remount. */
-    push3(&b, "--ro-bind", "/", "/");
-    push3(&b, "--dev", "/dev", NULL);
-    push3(&b, "--proc", "/proc", NULL);
+    push_base(&b, p, cmd->mapped);
     /* The command maps to the caller's uid; for a root caller that is the host's root, and
      * procfs checks many host-global knobs (/proc/sys, sysrq-trigger) by uid alone. */
     hpush3(&b, "--remount-ro", "/proc", NULL);
@@ -643,6 +670,8 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     push(&c, cmd->launcher);
     if (cmd->tag)
         push3(&c, "--tag", cmd->tag, NULL);
+    if (cmd->join)
+        push(&c, "--join");
     push(&c, "--setup");
     if (cmd->relay)
         push(&c, "--exec");

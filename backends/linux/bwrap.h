@@ -41,6 +41,12 @@ typedef struct a3s_bwrap_cmd {
     bool mapped;
     uid_t uid; /* the caller's ids, shown to the command */
     gid_t gid;
+    /* A session's command: the launcher joins the session's namespaces (--join) and,
+     * unless mapped, clones the workspace and the command's scratch directory (a host
+     * path, mounted at the plan's scratch path) from the session's base ("clone"
+     * records, protocol.h). */
+    bool join;
+    const char *scratch_src;
 } a3s_bwrap_cmd;
 
 /* Resolve and vet a trusted executable: absolute after canonicalization, a regular file
@@ -62,6 +68,10 @@ int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *w
 int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap_cmd *cmd,
                          a3s_strv *out, a3s_strv *host, a3s_strv *cmd_out, a3s_strv *setup,
                          a3s_error *err);
+
+/* bwrap's options for a session's holder (session.c): the plan's namespaces and the
+ * read-only host view that every command of the session starts from; nothing else. */
+int a3s_bwrap_session_args(const a3s_plan *p, bool mapped, a3s_strv *out, a3s_error *err);
 
 /* Write args NUL-separated into a sealed memfd at offset 0 (for --args and the setup
  * records). Returns the fd (CLOEXEC) or -1 with err. */

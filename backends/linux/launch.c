@@ -1,13 +1,16 @@
 /* a3s-sandbox-launch: the trusted first program inside the sandbox.
  *
- *   a3s-sandbox-launch [--tag TAG] --setup [--exec] -- PROGRAM [ARG...]
+ *   a3s-sandbox-launch [--tag TAG] [--join] --setup [--exec] -- PROGRAM [ARG...]
+ *   a3s-sandbox-launch [--tag TAG] --hold [--net]
  *   a3s-sandbox-launch PROGRAM [ARG...]
  *
  * With --setup, bwrap runs it as uid 0 of the sandbox's user namespace with
  * CAP_SYS_ADMIN: it first makes the workspace mounts by file descriptor, takes the
  * command's identity and installs the seccomp filter (setup.c). Then, with --exec, it
  * becomes PROGRAM (the network relay, which starts this launcher again without --setup);
- * otherwise it launches PROGRAM itself.
+ * otherwise it launches PROGRAM itself. --join (a session's command, started on the host)
+ * first enters the session's namespaces and makes the command's own; --hold (once per
+ * session, started by bwrap) hands the session's namespaces to its owner (join.c).
  *
  * Launching: protocol on fd 3 (a pipe to the supervisor): "S" once the sandbox is set up
  * (anything failing before that is the sandbox's failure, not the command's); then
@@ -33,10 +36,12 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "join.h"
 #include "protocol.h"
 #include "setup.h"
 
@@ -49,6 +54,44 @@ static bool in_sandbox_pidns(void)
     if (fd >= 0)
         close(fd);
     return n > 0 && strncmp(comm, "bwrap\n", 6) == 0;
+}
+
+/* The command's end as the launcher reports it (fd 3) and exits with. */
+static int report_status(int status)
+{
+    char msg[32];
+    int n = snprintf(msg, sizeof msg, "X%d\n", status);
+    if (n > 0)
+        (void)!write(A3S_FD_STARTED, msg, (size_t)n);
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+/* pid 1 of a session's command: wait for the command, reaping every orphan meanwhile;
+ * the supervisor's lifeline (fd 3) as below. Once it returns, the kernel kills what is
+ * left in the namespace, as when bwrap's pid 1 exits. */
+static int reap_as_init(pid_t cmd, int sfd)
+{
+    for (;;) {
+        struct pollfd p[2] = {{sfd, POLLIN, 0}, {A3S_FD_STARTED, 0, 0}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            return A3S_EXIT_SETUP;
+        if (p[1].revents & (POLLERR | POLLHUP)) {
+            (void)kill(-1, SIGKILL); /* this namespace only: we are its pid 1 */
+            _exit(A3S_EXIT_SETUP);
+        }
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) > 0) {
+        }
+        int status;
+        pid_t w;
+        while ((w = waitpid(-1, &status, WNOHANG)) > 0)
+            if (w == cmd)
+                return report_status(status);
+        if (w < 0 && errno == ECHILD)
+            return A3S_EXIT_SETUP;
+    }
 }
 
 static int launch(char **cmd)
@@ -69,6 +112,21 @@ static int launch(char **cmd)
     if (write(A3S_FD_STARTED, "S", 1) != 1)
         return A3S_EXIT_SETUP;
 
+    /* In a session's command this launcher is pid 1 of the command's pid namespace (no
+     * bwrap there): orphans are its children, and it reaps them as an init must (each
+     * zombie would count against the process quota until the end). SIGCHLD is taken by
+     * a signalfd; the command gets an unblocked mask. */
+    bool init = getpid() == 1;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    int sfd = -1;
+    if (init && (sigprocmask(SIG_BLOCK, &chld, NULL) < 0 ||
+                 (sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)) {
+        fprintf(stderr, "a3s-sandbox: setup: signalfd: %s\n", strerror(errno));
+        return A3S_EXIT_SETUP;
+    }
+
     pid_t pid = fork();
     if (pid < 0) {
         /* The command never ran: the supervisor reports a setup failure (125), with the
@@ -80,6 +138,8 @@ static int launch(char **cmd)
         return A3S_EXIT_SETUP;
     }
     if (pid == 0) {
+        if (init && sigprocmask(SIG_UNBLOCK, &chld, NULL) < 0)
+            _exit(A3S_EXIT_SETUP);
         if (isatty(0) && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) < 0)) {
             fprintf(stderr, "a3s-sandbox: setup: the terminal as the command's controlling "
                             "terminal: %s\n", strerror(errno));
@@ -100,6 +160,8 @@ static int launch(char **cmd)
      * (SIGKILL), the pipe reports POLLERR here; the sandbox must not outlive it, whatever
      * became of bwrap's own parent-death signal: kill everything in this pid namespace
      * (pid 1, bwrap, then exits with its last child). */
+    if (init)
+        return reap_as_init(pid, sfd);
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
     while (pfd >= 0) {
         struct pollfd p[2] = {{pfd, POLLIN, 0}, {A3S_FD_STARTED, 0, 0}};
@@ -110,7 +172,8 @@ static int launch(char **cmd)
         }
         if (p[1].revents & (POLLERR | POLLHUP)) {
             /* kill(-1) reaches only this pid namespace; bwrap always makes one, and its
-             * pid 1 is bwrap: never signal anything else. */
+             * pid 1 is bwrap (or this launcher itself, in a session's command): never
+             * signal anything else. */
             if (in_sandbox_pidns())
                 (void)kill(-1, SIGKILL);
             else
@@ -125,18 +188,12 @@ static int launch(char **cmd)
         if (errno != EINTR)
             return A3S_EXIT_SETUP;
     }
-    char msg[32];
-    int n = snprintf(msg, sizeof msg, "X%d\n", status);
-    if (n > 0)
-        (void)!write(A3S_FD_STARTED, msg, (size_t)n);
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
+    return report_status(status);
 }
 
 int main(int argc, char **argv)
 {
-    bool setup = false, then_exec = false;
+    bool setup = false, then_exec = false, join = false, hold = false, net = false;
     int i = 1;
     while (i < argc && argv[i][0] == '-' && argv[i][1] == '-') {
         if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc)
@@ -145,6 +202,12 @@ int main(int argc, char **argv)
             setup = true;
         else if (strcmp(argv[i], "--exec") == 0)
             then_exec = true;
+        else if (strcmp(argv[i], "--join") == 0)
+            join = true;
+        else if (strcmp(argv[i], "--hold") == 0)
+            hold = true;
+        else if (strcmp(argv[i], "--net") == 0)
+            net = true;
         else if (strcmp(argv[i], "--") == 0) {
             i++;
             break;
@@ -152,10 +215,15 @@ int main(int argc, char **argv)
             break;
         i++;
     }
-    if (i >= argc || (then_exec && !setup)) {
-        fputs("usage: a3s-sandbox-launch [--setup [--exec] --] PROGRAM [ARG...]\n", stderr);
+    if (hold && !setup && !join && i == argc)
+        return a3s_join_hold(net) < 0 ? A3S_EXIT_SETUP : 0;
+    if (i >= argc || (then_exec && !setup) || (join && !setup) || hold) {
+        fputs("usage: a3s-sandbox-launch [--join] [--setup [--exec] --] PROGRAM [ARG...]\n",
+              stderr);
         return A3S_EXIT_SETUP;
     }
+    if (join && a3s_join_enter() < 0)
+        return A3S_EXIT_SETUP;
     if (setup && a3s_setup_run(then_exec) < 0)
         return A3S_EXIT_SETUP;
     if (then_exec) {

@@ -51,6 +51,7 @@ struct a3s_backend_run {
     char **host_argv;
     char *host_cwd;
     int host_cwd_fd; /* process-host: that directory, opened beneath the workspace, or -1 */
+    a3s_backend_session *session; /* a command of this session (session.c), or NULL */
 };
 
 /* Make the linux-bwrap backend. Fails only for what no run could do without (trusted
@@ -65,13 +66,24 @@ int a3s_linux_image(a3s_linux_backend *be, int h, a3s_error *err);
 
 /* One run's object, its host resources opened (backend.h run_open), for either backend;
  * and what the scan asks of it (pins). */
-int a3s_linux_run_new(const char *tmp, a3s_backend_run **out, const char **scratch,
+int a3s_linux_run_new(const char *tmp, bool sweep, a3s_backend_run **out, const char **scratch,
                       a3s_error *err);
 const a3s_scan_hooks *a3s_linux_run_scan_hooks(a3s_backend_run *run);
 
 /* backend_exec.c: run a prepared run (backend.h run_exec). */
 int a3s_linux_run_exec(a3s_backend *be, a3s_backend_run *run, const a3s_run_io *io,
                        a3s_outcome *o, a3s_error *err);
+
+/* Nothing of the command ran: the setup failure as err (always -1). */
+int a3s_linux_never_started(const a3s_outcome *o, a3s_error *err);
+
+/* session.c: sessions (backend.h session_open, session_close), and running one
+ * prepared command in one (from a3s_linux_run_exec). */
+int a3s_linux_session_open(a3s_backend *be, a3s_backend_run *run, a3s_backend_session **out,
+                           a3s_error *err);
+void a3s_linux_session_close(a3s_backend *be, a3s_backend_session *s);
+int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3s_run_io *io,
+                           a3s_outcome *o, a3s_error *err);
 
 /* Shared with the process-host backend. */
 const char *a3s_linux_getenv(const a3s_backend_host *h, const char *name);

@@ -74,15 +74,17 @@ static bool pin_held(void *ud, int wsfd, const char *name)
     return a3s_pins_held(wsfd, r->state_root, name);
 }
 
-int a3s_runres_open(a3s_runres *r, const char *tmp, a3s_error *err)
+int a3s_runres_open(a3s_runres *r, const char *tmp, bool sweep, a3s_error *err)
 {
     memset(r, 0, sizeof *r);
     r->tmp_fd = r->scratch_fd = -1;
     r->state_root = a3s_stale_root(tmp);
     r->hooks = (a3s_scan_hooks){.held = pin_held, .ud = r};
     /* Best effort: clean up after executions that were killed (pins, scratch dirs). */
-    a3s_pins_sweep(r->state_root);
-    a3s_stale_sweep(r->state_root);
+    if (sweep) {
+        a3s_pins_sweep(r->state_root);
+        a3s_stale_sweep(r->state_root);
+    }
     if ((r->tmp_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot open the temp dir %s", tmp);
     if (a3s_stale_run_open(r->state_root, &r->rec, err) < 0 ||

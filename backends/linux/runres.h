@@ -46,9 +46,9 @@ typedef struct a3s_runres {
     a3s_cgroup *cg;
 } a3s_runres;
 
-/* Sweep what dead runs left, open the run record, record and make the scratch dir in
+/* Sweep what dead runs left (sweep), open the run record, record and make the scratch dir in
  * tmp. On failure everything made so far is released. */
-int a3s_runres_open(a3s_runres *r, const char *tmp, a3s_error *err);
+int a3s_runres_open(a3s_runres *r, const char *tmp, bool sweep, a3s_error *err);
 /* Pin the scan's missing protected names (pin: else none) and make `more` from the
  * scan's rules and the pins. */
 int a3s_runres_pin(a3s_runres *r, int ws_fd, const char *workspace, const a3s_scan_result *scan,

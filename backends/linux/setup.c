@@ -174,7 +174,15 @@ static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
     size_t pos = strlen(buf) + 1;
     if (pos > len || strcmp(buf, A3S_SETUP_MAGIC) != 0)
         return fail("the setup records are not of this version");
-    op *ops = calloc(MAX_OPS, sizeof *ops);
+    /* As many records as the buffer holds (each has A3S_SETUP_FIELDS NULs), never a
+     * table of MAX_OPS: zeroing megabytes would cost milliseconds on every run. */
+    size_t fields = 0;
+    for (size_t i = pos; i < len; i++)
+        fields += buf[i] == '\0';
+    size_t cap = fields / A3S_SETUP_FIELDS + 1;
+    if (cap > MAX_OPS)
+        cap = MAX_OPS;
+    op *ops = calloc(cap, sizeof *ops);
     if (!ops)
         return fail("out of memory");
     size_t n = 0;
@@ -187,7 +195,7 @@ static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
             f[i] = buf + pos;
             pos += strlen(buf + pos) + 1;
         }
-        if (n == MAX_OPS || strlen(f[0]) >= sizeof ops[n].kind) {
+        if (n == cap || strlen(f[0]) >= sizeof ops[n].kind) {
             free(ops);
             return fail("bad setup record");
         }
@@ -350,6 +358,42 @@ static int apply_root(ctx *c, op *o, int *out_fd)
 static bool is_kind(const op *o, const char *k)
 {
     return strcmp(o->kind, k) == 0;
+}
+
+/* A session's command (join.c): the workspace (C=0) or the command's scratch directory
+ * (C=1) as the session's base shows it, cloned before anything is mounted over its path,
+ * checked to be the directory the supervisor opened, and left where the root or scratch
+ * record takes a detached mount (as a root caller's idmapped one). D=1: read-only. */
+static int apply_clone(op *o)
+{
+    if (o->c > 1)
+        return fail("bad clone record %s", o->path);
+    int t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                        RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (t < 0)
+        return fail("%s: %s (it changed before setup)", o->path, strerror(errno));
+    int src = sys_open_tree(t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                       AT_RECURSIVE);
+    int e = errno;
+    close(t);
+    if (src < 0)
+        return fail("cloning %s: %s", o->path, strerror(e));
+    struct stat st;
+    int slot = o->c == 0 ? A3S_FD_WS_MOUNT : A3S_FD_SCRATCH_MOUNT;
+    int rc = 0;
+    if (fstat(src, &st) < 0 || st.st_dev != (dev_t)o->a || st.st_ino != (ino_t)o->b)
+        rc = fail("%s is not the directory that was checked: it changed before setup",
+                  o->path);
+    else if (sys_mount_setattr(src, AT_RECURSIVE,
+                               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                   ((o->d & 1) ? MOUNT_ATTR_RDONLY : 0),
+                               0) < 0 ||
+             (!(o->d & 1) && sys_mount_setattr(src, 0, 0, MOUNT_ATTR_RDONLY) < 0))
+        rc = fail("mount attributes of %s: %s", o->path, strerror(errno));
+    else if (dup2(src, slot) < 0)
+        rc = fail("dup2: %s", strerror(errno));
+    close(src);
+    return rc;
 }
 
 static int apply_entry(ctx *c, op *o)
@@ -608,14 +652,20 @@ int a3s_setup_run(bool keep_relay_fds)
     ctx c = {.wsfd = -1, .null_src = -1, .mask_fs = -1, .ws = ""};
     int rc = 0, scratch_fd = -1;
     const char *cwd = NULL, *chdir_path = NULL;
-    size_t nhost = 0;
+    /* A session's command: its workspace and scratch directory, cloned from the base
+     * before any mount hides their paths; then the mounts outside the workspace. */
+    size_t first = 0;
+    while (first + 1 < n && is_kind(&ops[first], "clone") && rc == 0)
+        rc = apply_clone(&ops[first++]);
+    size_t nhost = first;
     while (nhost + 1 < n && a3s_setup_host_is(ops[nhost].kind))
         nhost++;
-    rc = apply_host(ops, nhost);
+    if (rc == 0)
+        rc = apply_host(ops + first, nhost - first);
     for (size_t i = nhost; i + 1 < n && rc == 0; i++) {
         op *o = &ops[i];
-        if (a3s_setup_host_is(o->kind)) {
-            rc = fail("host mount %s %s after the workspace's records", o->kind, o->path);
+        if (a3s_setup_host_is(o->kind) || is_kind(o, "clone")) {
+            rc = fail("%s %s after the workspace's records", o->kind, o->path);
         } else if (is_kind(o, "root")) {
             if (c.wsfd >= 0)
                 rc = fail("two workspace records");

@@ -224,6 +224,43 @@ static void scen_stdin_data(a3s_sandbox *sb)
     free(d);
 }
 
+/* The same through a session (a3s_session_*): 1 MiB of stdin_data to commands that read
+ * none or one byte of it, each a command of one session; then the session is closed
+ * (nothing of it may be left: checked after every scenario). */
+static void scen_session(a3s_sandbox *sb)
+{
+    a3s_error err = {0};
+    a3s_session *s = NULL;
+    expect(a3s_session_open(sb, &s, &err) == A3S_OK, "a3s_session_open: %s", err.msg);
+    if (!s)
+        return;
+    char *d = big_data();
+    const char *tru[] = {"true", marker, NULL};
+    const char *head1[] = {"bash", "-c", "head -c1; :", marker, NULL};
+    for (int i = 0; i < 6; i++) {
+        a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+        req.argv = i % 2 ? head1 : tru;
+        req.stdin_data = d;
+        req.stdin_len = BIG;
+        a3s_result r;
+        int rc = a3s_session_exec(s, &req, &r, &err);
+        expect(rc == A3S_OK, "session exec returned %d: %s", rc, err.msg);
+        if (rc != A3S_OK)
+            continue;
+        expect(r.has_exit_code && r.exit_code == 0, "session command %d: exit status 0", i);
+        if (i % 2)
+            expect(r.stdout_len == 1 && r.stdout_text[0] == 'x', "session head -c1 printed 'x'");
+        a3s_result_free(&r);
+    }
+    free(d);
+    a3s_session_close(s);
+    a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+    req.argv = tru;
+    a3s_result r;
+    expect(a3s_session_exec(NULL, &req, &r, &err) == A3S_ERR_INVALID,
+           "a closed (NULL) session refuses");
+}
+
 /* A regular file of 1 MiB as stdin_fd: the supervisor forwards it through a fresh pipe. */
 static void scen_stdin_file(a3s_sandbox *sb)
 {
@@ -670,6 +707,7 @@ int main(int argc, char **argv)
 
     static const scenario all[] = {
         {"stdin_data 1 MiB to true / head -c1", scen_stdin_data},
+        {"session: stdin_data 1 MiB to true / head -c1, then closed", scen_session},
         {"stdin_fd regular file 1 MiB", scen_stdin_file},
         {"stdin_fd pipe holding 256 KiB, writer open", scen_stdin_pipe},
         {"stdin_fd socket fed 1 MiB", scen_stdin_socket},
