@@ -4,6 +4,7 @@
  * "absent" and ctx has no environment and no PATH directories, so no fact of the real
  * host can reach the plan. */
 #include "runtime.h"
+#include "facts.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +31,11 @@ static int h_exists(lua_State *L)
 {
     struct stat st;
     const char *p = a3s_lua_state_check_abs(L, 1);
-    lua_pushboolean(L, !a3s_rt_get(L)->ctx->neutral && lstat(p, &st) == 0);
+    rt *r = a3s_rt_get(L);
+    bool has = !r->ctx->neutral && lstat(p, &st) == 0;
+    if (!r->ctx->neutral)
+        a3s_facts_add(r->facts, A3S_FACT_EXISTS, p, strlen(p), NULL, 0, has);
+    lua_pushboolean(L, has);
     return 1;
 }
 
@@ -40,7 +45,11 @@ static int h_is_dir(lua_State *L)
 {
     struct stat st;
     const char *p = a3s_lua_state_check_abs(L, 1);
-    lua_pushboolean(L, !a3s_rt_get(L)->ctx->neutral && lstat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    rt *r = a3s_rt_get(L);
+    bool has = !r->ctx->neutral && lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!r->ctx->neutral)
+        a3s_facts_add(r->facts, A3S_FACT_IS_DIR, p, strlen(p), NULL, 0, has);
+    lua_pushboolean(L, has);
     return 1;
 }
 
@@ -49,7 +58,12 @@ static int h_realpath(lua_State *L)
 {
     char buf[PATH_MAX];
     const char *p = a3s_lua_state_check_abs(L, 1);
-    if (!a3s_rt_get(L)->ctx->neutral && realpath(p, buf))
+    rt *r = a3s_rt_get(L);
+    bool has = !r->ctx->neutral && realpath(p, buf);
+    if (!r->ctx->neutral)
+        a3s_facts_add(r->facts, A3S_FACT_REALPATH, p, strlen(p), buf, has ? strlen(buf) : 0,
+                      has);
+    if (has)
         lua_pushstring(L, buf);
     else
         lua_pushnil(L);
@@ -92,6 +106,17 @@ static int h_glob_prefix(lua_State *L)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR) {
+            rt *r = a3s_rt_get(L);
+            char *arg = r->facts ? malloc(strlen(dir) + 1 + plen + 1) : NULL;
+            if (arg) {
+                memcpy(arg, dir, strlen(dir) + 1);
+                memcpy(arg + strlen(dir) + 1, prefix, plen + 1);
+                a3s_facts_add(r->facts, A3S_FACT_GLOB, arg, strlen(dir) + 1 + plen, NULL, 0,
+                              true);
+                free(arg);
+            } else {
+                a3s_facts_break(r->facts);
+            }
             lua_newtable(L);
             return 1;
         }
@@ -128,6 +153,28 @@ static int h_glob_prefix(lua_State *L)
         lua_pop(L, 1);
     }
     qsort(v, (size_t)n, sizeof *v, cmp_cstr);
+    rt *r = a3s_rt_get(L);
+    if (r->facts) {
+        /* As a3s_facts_glob answers: dir NUL prefix, then the sorted names NUL-ended. */
+        size_t dl = strlen(dir), total = 0;
+        for (lua_Integer i = 0; i < n; i++)
+            total += strlen(v[i]) + 1;
+        char *arg = malloc(dl + 1 + plen + 1), *ans = malloc(total + 1);
+        if (arg && ans) {
+            memcpy(arg, dir, dl + 1);
+            memcpy(arg + dl + 1, prefix, plen + 1);
+            for (lua_Integer i = 0, at = 0; i < n; i++) {
+                size_t l = strlen(v[i]) + 1;
+                memcpy(ans + at, v[i], l);
+                at += (lua_Integer)l;
+            }
+            a3s_facts_add(r->facts, A3S_FACT_GLOB, arg, dl + 1 + plen, ans, total, true);
+        } else {
+            a3s_facts_break(r->facts);
+        }
+        free(arg);
+        free(ans);
+    }
     bool root = strcmp(dir, "/") == 0;
     lua_createtable(L, (int)n, 0); /* 6 */
     for (lua_Integer i = 0; i < n; i++) {
@@ -187,13 +234,12 @@ void a3s_host_query_push_ctx(lua_State *L, const a3s_policy_ctx *c)
     for (const char *s = path_value; s && *s;) {
         const char *colon = strchr(s, ':');
         size_t len = colon ? (size_t)(colon - s) : strlen(s);
-        char seg[PATH_MAX], canon[PATH_MAX];
-        struct stat st;
-        if (len > 0 && len < sizeof seg && s[0] == '/') {
-            memcpy(seg, s, len);
-            seg[len] = '\0';
-            if (realpath(seg, canon) && stat(canon, &st) == 0 && S_ISDIR(st.st_mode) &&
-                lua_getfield(L, seen, canon) == LUA_TNIL) {
+        char canon[PATH_MAX];
+        if (len > 0 && len < PATH_MAX && s[0] == '/') {
+            bool has = a3s_facts_pathdir(s, len, canon, sizeof canon);
+            a3s_facts_add(a3s_rt_get(L)->facts, A3S_FACT_PATHDIR, s, len, canon,
+                          has ? strlen(canon) : 0, has);
+            if (has && lua_getfield(L, seen, canon) == LUA_TNIL) {
                 lua_pushboolean(L, 1);
                 lua_setfield(L, seen, canon);
                 lua_pushstring(L, canon);

@@ -16,6 +16,7 @@
  *     table of globals, and the shared tables (string metatable, libraries, ctx, a3s)
  *     are read-only proxies, so a derived policy cannot change what its base sees. */
 #include "builtin.h"
+#include "facts.h"
 #include "runtime.h"
 
 #include <errno.h>
@@ -321,6 +322,8 @@ void a3s_lua_state_load_module(lua_State *L, const char *name, char *path_out, s
         int rc = a3s_lua_state_read_file(path_out, r->ctx->guard, &text, &len, &e);
         if (rc < 0)
             luaL_error(L, "%s", e.msg);
+        /* Found or not, what was looked for here is a fact of this evaluation. */
+        a3s_facts_add(r->facts, A3S_FACT_FILE, path_out, strlen(path_out), text, len, rc == 0);
         if (rc == 0) {
             load_text(L, text, len, path_out);
             return;

@@ -25,6 +25,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "facts.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -206,8 +207,8 @@ int a3s_policy_resolve(const char *policy, const char *const *search_path,
     return 0;
 }
 
-a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
-                          a3s_error *err)
+static a3s_plan *eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
+                      a3s_policy_facts *facts, a3s_error *err)
 {
     if (!src || !src->path || !src->text || !ctx) {
         a3s_fail(err, A3S_ERR_INVALID, "policy: no policy source or context");
@@ -224,7 +225,8 @@ a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
         }
     }
 
-    rt r = {.limit = RT_MEM_LIMIT, .src = src, .ctx = ctx, .start_ms = a3s_now_ms()};
+    rt r = {.limit = RT_MEM_LIMIT, .src = src, .ctx = ctx, .start_ms = a3s_now_ms(),
+            .facts = facts};
     lua_State *L = a3s_lua_state_new(&r);
     if (!L) {
         a3s_fail(err, A3S_ERR_INTERNAL, "policy %s: cannot create a Lua state (out of memory)",
@@ -274,9 +276,35 @@ a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
     return p;
 }
 
+a3s_plan *a3s_policy_eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
+                          a3s_error *err)
+{
+    return eval(src, ctx, NULL, err);
+}
+
+static a3s_plan *eval_facts(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
+                            a3s_policy_facts **facts, a3s_error *err)
+{
+    *facts = NULL;
+    a3s_policy_facts *f = a3s_facts_new();
+    if (!f) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "policy: out of memory");
+        return NULL;
+    }
+    a3s_plan *p = eval(src, ctx, f, err);
+    if (p)
+        *facts = f;
+    else
+        a3s_facts_free(f);
+    return p;
+}
+
 const a3s_policy_engine a3s_lua_policy_engine = {
     .name = "lua",
     .builtin_dir = A3S_BUILTIN_DIR,
     .resolve = a3s_policy_resolve,
     .eval = a3s_policy_eval,
+    .eval_facts = eval_facts,
+    .facts_hold = a3s_facts_hold,
+    .facts_free = a3s_facts_free,
 };

@@ -31,6 +31,7 @@ typedef struct rt {
     const a3s_policy_src *src;
     const a3s_policy_ctx *ctx;
     a3s_plan *result; /* stolen from the returned draft */
+    a3s_policy_facts *facts; /* what the evaluation reads is recorded here, or NULL */
 } rt;
 
 static inline rt *a3s_rt_get(lua_State *L)

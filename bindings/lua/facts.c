@@ -1,0 +1,227 @@
+/* An evaluation's facts and their replay (facts.h). */
+#include "facts.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+typedef struct fact {
+    char kind;
+    bool has;
+    char *arg, *ans;
+    size_t alen, nlen;
+} fact;
+
+struct a3s_policy_facts {
+    fact *v;
+    size_t n, cap;
+    bool broken; /* out of memory while recording: never holds */
+};
+
+void a3s_facts_break(a3s_policy_facts *f)
+{
+    if (f)
+        f->broken = true;
+}
+
+a3s_policy_facts *a3s_facts_new(void)
+{
+    return calloc(1, sizeof(a3s_policy_facts));
+}
+
+void a3s_facts_free(a3s_policy_facts *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->v[i].arg);
+        free(f->v[i].ans);
+    }
+    free(f->v);
+    free(f);
+}
+
+static char *dup_bytes(const char *p, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (c) {
+        if (n)
+            memcpy(c, p, n);
+        c[n] = '\0';
+    }
+    return c;
+}
+
+void a3s_facts_add(a3s_policy_facts *f, char kind, const char *arg, size_t alen,
+                   const char *ans, size_t nlen, bool has)
+{
+    if (!f || f->broken)
+        return;
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 64;
+        fact *v = realloc(f->v, cap * sizeof *v);
+        if (!v) {
+            f->broken = true;
+            return;
+        }
+        f->v = v;
+        f->cap = cap;
+    }
+    fact x = {.kind = kind, .has = has, .alen = alen, .nlen = has ? nlen : 0};
+    x.arg = dup_bytes(arg, alen);
+    x.ans = has && ans ? dup_bytes(ans, nlen) : NULL;
+    if (!x.arg || (has && ans && !x.ans)) {
+        free(x.arg);
+        free(x.ans);
+        f->broken = true;
+        return;
+    }
+    f->v[f->n++] = x;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int a3s_facts_glob(const char *dir, const char *prefix, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    size_t plen = strlen(prefix), n = 0, cap = 0;
+    char **names = NULL;
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            rc = errno ? -1 : 0;
+            break;
+        }
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+            strncmp(de->d_name, prefix, plen) != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(names, cap * sizeof *nv);
+            if (!nv) {
+                rc = -1;
+                break;
+            }
+            names = nv;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = -1;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc == 0 && n) {
+        qsort(names, n, sizeof *names, cmp_cstr);
+        size_t total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += strlen(names[i]) + 1;
+        if (!(*out = malloc(total)))
+            rc = -1;
+        for (size_t i = 0, at = 0; rc == 0 && i < n; i++) {
+            size_t l = strlen(names[i]) + 1;
+            memcpy(*out + at, names[i], l);
+            at += l;
+        }
+        *len = total;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+    }
+    return rc;
+}
+
+bool a3s_facts_pathdir(const char *seg, size_t len, char *canon, size_t n)
+{
+    char s[PATH_MAX];
+    struct stat st;
+    if (len == 0 || len >= sizeof s || seg[0] != '/' || n < PATH_MAX)
+        return false;
+    memcpy(s, seg, len);
+    s[len] = '\0';
+    return realpath(s, canon) && stat(canon, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool same(const fact *x, bool has, const char *ans, size_t nlen)
+{
+    return x->has == has && (!has || (x->nlen == nlen && (!nlen || !memcmp(x->ans, ans, nlen))));
+}
+
+static bool holds(const fact *x, const a3s_policy_ctx *ctx)
+{
+    struct stat st;
+    char buf[PATH_MAX];
+    switch (x->kind) {
+    case A3S_FACT_EXISTS:
+        return x->has == (lstat(x->arg, &st) == 0);
+    case A3S_FACT_IS_DIR:
+        return x->has == (lstat(x->arg, &st) == 0 && S_ISDIR(st.st_mode));
+    case A3S_FACT_REALPATH: {
+        bool has = realpath(x->arg, buf) != NULL;
+        return same(x, has, buf, has ? strlen(buf) : 0);
+    }
+    case A3S_FACT_PATHDIR: {
+        bool has = a3s_facts_pathdir(x->arg, x->alen, buf, sizeof buf);
+        return same(x, has, buf, has ? strlen(buf) : 0);
+    }
+    case A3S_FACT_GLOB: {
+        char *out;
+        size_t len;
+        const char *prefix = x->arg + strlen(x->arg) + 1;
+        if (a3s_facts_glob(x->arg, prefix, &out, &len) < 0)
+            return false;
+        bool ok = same(x, true, out ? out : "", len);
+        free(out);
+        return ok;
+    }
+    case A3S_FACT_FILE: {
+        char *text;
+        size_t len;
+        a3s_error e;
+        int rc = a3s_lua_state_read_file(x->arg, ctx->guard, &text, &len, &e);
+        if (rc < 0)
+            return false;
+        bool ok = same(x, rc == 0, text, len);
+        free(text);
+        return ok;
+    }
+    default:
+        return false;
+    }
+}
+
+bool a3s_facts_hold(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
+{
+    if (!f || f->broken)
+        return false;
+    for (size_t i = 0; i < f->n; i++)
+        if (!holds(&f->v[i], ctx))
+            return false;
+    return true;
+}
