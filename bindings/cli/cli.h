@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "a3s_sandbox.h"
+
 #define EXIT_TIMEOUT 124
 #define EXIT_REFUSED 125
 #define EXIT_OUTPUT_CLOSED (128 + SIGPIPE) /* what a shell pipeline reports */
@@ -23,6 +25,22 @@ typedef struct cli {
     size_t ngrants;
     const char *grant_digest;
 } cli;
+
+/* run.c: one command run and reported as the CLI does (in sess when not NULL); with
+ * cancel_fd >= 0 (a session's worker) that fd cancels it and an abort is reported by the
+ * caller, else the CLI's own signals do. Returns the exit status. */
+typedef struct a3s_session a3s_session;
+int cli_run(a3s_sandbox *sb, a3s_session *sess, const cli *c, const bool closed_std[3],
+            int cancel_fd);
+/* Messages shared by the subcommands (run.c): -v lines, refusals with their stage. */
+extern bool verbose;
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int fail_at(const char *stage, const char *what, const a3s_error *err);
+void describe(a3s_sandbox *sb, const cli *c);
+/* "1", "true", "yes", "on" (any case, spaces around): an environment switch is on. */
+bool truthy(const char *v);
+/* session.c: `a3s-sandbox session ...` (argv from "session" on). */
+int cli_session_main(int argc, char **argv);
 
 /* --json promises exactly one JSON object on stdout (README): with it, every refusal of
  * a command whose output is JSON (run, plan, capabilities) also prints

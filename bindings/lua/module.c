@@ -27,32 +27,8 @@
 #include <string.h>
 
 #include "a3s_sandbox.h"
+#include "lmodule.h"
 #include "searchers.h"
-
-#define SANDBOX_MT "a3s.Sandbox"
-
-/* One sb:exec in progress: what its callbacks need, and the first error of any of them.
- * Stack indexes are absolute in l_exec's frame, the frame the engine calls back from. */
-typedef struct lexec {
-    lua_State *L;
-    int output_idx; /* the on_output function, or 0 */
-    int audit_idx;  /* the audit function, or 0 */
-    bool failed;    /* a callback failed: no more Lua until l_exec re-raises */
-    int err_idx;    /* stack slot of the error value; 0 when none could be kept */
-} lexec;
-
-/* The audit function of a sandbox, kept in the registry for the sandbox's life; `cur`
- * is the exec in progress (the engine emits events only inside a3s_sandbox_exec). */
-typedef struct laudit {
-    int fn_ref;
-    lexec *cur;
-} laudit;
-
-typedef struct lsandbox {
-    a3s_sandbox *sb;
-    laudit audit;
-    bool busy; /* an exec of this sandbox is in progress (its callbacks may run) */
-} lsandbox;
 
 /* The arguments of one callback, read by cb_body inside the protected call. */
 typedef struct cbargs {
@@ -328,6 +304,7 @@ static int l_new(lua_State *L)
     u->sb = NULL;
     u->audit = (laudit){LUA_NOREF, NULL};
     u->busy = false;
+    u->sessions = 0;
     luaL_setmetatable(L, SANDBOX_MT);
     if (!lua_isnoneornil(L, 1)) {
         /* audit = "path" (JSON lines appended) or function(json_line) */
@@ -365,6 +342,11 @@ static int l_close(lua_State *L)
                           "a3s_sandbox: %s: the sandbox is running a command (called "
                           "from one of its callbacks)",
                           fn_name(L));
+    if (u->sessions > 0) {
+        /* Only an explicit close gets here (a session keeps its sandbox from the GC). */
+        return luaL_error(L, "a3s_sandbox: %s: close the sandbox's sessions first",
+                          fn_name(L));
+    }
     a3s_sandbox_free(u->sb); /* idempotent: __gc and __close may both run */
     u->sb = NULL;
     if (u->audit.fn_ref != LUA_NOREF) {
@@ -575,9 +557,20 @@ static int l_capabilities(lua_State *L)
  *   -> result | nil, err */
 static int l_exec(lua_State *L)
 {
+    (void)check_sb(L);
+    return a3s_lmod_exec(L, lua_touserdata(L, 1), NULL);
+}
+
+int a3s_lmod_fail(lua_State *L, const char *msg)
+{
+    return push_fail(L, msg);
+}
+
+int a3s_lmod_exec(lua_State *L, lsandbox *u, a3s_session *sess)
+{
     static const char *const keys[] = {"timeout",   "env",    "stdin", "cwd",
                                        "on_output", "mirror", NULL};
-    a3s_sandbox *sb = check_sb(L);
+    a3s_sandbox *sb = u->sb;
     lua_settop(L, 3); /* slot 3 is the options table (or nil); scratch values go above */
     a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
     int cmd_type = lua_type(L, 2);
@@ -615,7 +608,6 @@ static int l_exec(lua_State *L)
         return arg_error(L, 2, "command string or argv table expected");
     }
 
-    lsandbox *u = lua_touserdata(L, 1);
     lexec x = {L, 0, 0, false, 0};
     const char **env = NULL;
     if (!lua_isnoneornil(L, 3)) {
@@ -709,7 +701,7 @@ static int l_exec(lua_State *L)
      * are protected, and so is every push they make. */
     u->audit.cur = &x; /* never nested: `busy` refuses a second exec of this sandbox */
     u->busy = true;
-    int rc = a3s_sandbox_exec(sb, &req, &r, &err);
+    int rc = sess ? a3s_session_exec(sess, &req, &r, &err) : a3s_sandbox_exec(sb, &req, &r, &err);
     u->busy = false;
     u->audit.cur = NULL;
 
@@ -735,7 +727,7 @@ static const luaL_Reg sandbox_methods[] = {
     {"digest", l_digest}, {"plan", l_plan}, {"explain", l_explain},
     {"capabilities", l_capabilities}, {"replace_policy", l_replace_policy},
     {"grant", l_grant}, {"grant_set", l_grant_set},
-    {"close", l_close},
+    {"session", a3s_lsession_open}, {"close", l_close},
     {NULL, NULL},
 };
 
@@ -773,6 +765,7 @@ int luaopen_a3s_sandbox(lua_State *L)
     set_named(L, sandbox_methods, true);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
+    a3s_lsession_register(L);
     luaL_newlibtable(L, module_funcs);
     set_named(L, module_funcs, false);
     lua_pushstring(L, a3s_version());

@@ -1,0 +1,622 @@
+/* a3s-sandbox session start|exec|stop|list (README "Sessions").
+ *
+ * `start` forks a supervisor that opens the session (a3s_session_open) and serves a
+ * Unix socket in the caller's private state directory; it prints the session's id once
+ * the session is ready. Each `exec` connects, hands over its request and its stdin,
+ * stdout and stderr, and gets the exit status back: a worker forked by the supervisor
+ * runs the command with those descriptors as its own 0, 1 and 2 (cli_run), so the output,
+ * --json result, messages and exit status are a fresh run's. A client that goes away or
+ * is interrupted shuts its end of the connection: the worker's cancel fd, which kills the
+ * command's tree. `stop` (or the end of the --owner process, or SIGTERM) stops the
+ * workers, closes the session and removes its socket.
+ *
+ * Frames on the socket: a 4-byte length (host order) and that many bytes of JSON; the
+ * request's first byte carries the client's fds 0, 1, 2 (SCM_RIGHTS). Only the caller's
+ * own uid may connect (the directory is 0700 and SO_PEERCRED is checked). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "a3s_sandbox.h"
+#include "cli.h"
+#include "json.h"
+#include "session_io.h"
+
+#define MAX_WORKERS 256
+
+static int usage(const char *what, const char *arg)
+{
+    fprintf(stderr, "a3s-sandbox: session: %s%s%s%s\n", what, arg ? " '" : "", arg ? arg : "",
+            arg ? "'" : "");
+    fputs("usage: a3s-sandbox session start [--policy P] [-w DIR] [--audit FILE] "
+          "[--owner PID] [--allow-host-root]\n"
+          "       a3s-sandbox session exec ID [-t S] [-e N=V]... [--json] "
+          "(-- PROGRAM [ARG...] | -c COMMAND)\n"
+          "       a3s-sandbox session stop ID\n"
+          "       a3s-sandbox session list\n",
+          stderr);
+    return EXIT_REFUSED;
+}
+
+/* ------------------------------------------------------------------ supervisor */
+
+static int sv_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sv_stop;
+
+static void sv_on_signal(int sig)
+{
+    int saved = errno;
+    if (sig != SIGCHLD)
+        sv_stop = 1;
+    (void)!write(sv_pipe[1], "s", 1);
+    errno = saved;
+}
+
+/* A worker: one command on one connection. */
+static volatile sig_atomic_t wk_conn = -1;
+
+static void wk_on_term(int sig)
+{
+    (void)sig;
+    /* The cancel fd (the connection) becomes readable: the tree is killed, the worker
+     * still answers and releases everything. */
+    if (wk_conn >= 0)
+        (void)shutdown(wk_conn, SHUT_RD);
+}
+
+static char *json_strv_get(json_t *a, const char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!a)
+        return NULL;
+    if (!json_is_array(a))
+        return "not a list";
+    const char **v = calloc(json_array_size(a) + 1, sizeof *v);
+    if (!v)
+        return "out of memory";
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e)
+    {
+        if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
+            free(v);
+            return "not a list of strings without NUL";
+        }
+        v[i] = json_string_value(e);
+    }
+    *out = v;
+    *n = json_array_size(a);
+    return NULL;
+}
+
+static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_session *sess,
+                                            pid_t daemon)
+{
+    int fds[3] = {-1, -1, -1};
+    char *req = NULL;
+    size_t len = 0;
+    int rc = EXIT_REFUSED;
+    wk_conn = conn;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = wk_on_term;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
+    if (a3s_sio_recv(conn, &req, &len, fds, 3) < 0)
+        _exit(EXIT_REFUSED);
+    json_error_t je;
+    json_t *j = json_loadb(req, len, 0, &je);
+    const char *op = json_string_value(json_object_get(j, "op"));
+    if (op && !strcmp(op, "stop")) {
+        if (getppid() == daemon)
+            (void)kill(daemon, SIGTERM);
+        (void)a3s_sio_send_rc(conn, 0);
+        _exit(0);
+    }
+    cli c;
+    memset(&c, 0, sizeof c);
+    c.cmd = "run";
+    const char **argv = NULL, **env = NULL;
+    size_t nargv = 0;
+    const char *bad = j && op && !strcmp(op, "exec") ? NULL : "not an exec request";
+    if (!bad)
+        bad = json_strv_get(json_object_get(j, "argv"), &argv, &nargv);
+    if (!bad)
+        bad = json_strv_get(json_object_get(j, "env"), &env, &c.nenv);
+    json_t *cmd = json_object_get(j, "command");
+    if (!bad && (!argv == !json_is_string(cmd)))
+        bad = "give exactly one of argv and command";
+    json_t *t = json_object_get(j, "timeout");
+    if (!bad && t && !json_is_number(t))
+        bad = "the timeout is not a number";
+    bool closed[3] = {false, false, false};
+    json_t *cl = json_object_get(j, "closed");
+    for (int k = 0; k < 3; k++) {
+        closed[k] = json_is_true(json_array_get(cl, (size_t)k));
+        if (!bad && fds[k] < 0)
+            bad = "the client's descriptors did not come";
+    }
+    if (bad) {
+        if (fds[2] >= 0)
+            dprintf(fds[2], "a3s-sandbox: session: %s\n", bad);
+        (void)a3s_sio_send_rc(conn, EXIT_REFUSED);
+        _exit(EXIT_REFUSED);
+    }
+    c.argv = (char **)argv;
+    c.shell_command = argv ? NULL : json_string_value(cmd);
+    c.env = env;
+    c.json = json_is_true(json_object_get(j, "json"));
+    c.verbose = verbose = json_is_true(json_object_get(j, "verbose"));
+    json_errors = c.json;
+    if (t) {
+        c.has_timeout = true;
+        c.timeout_s = json_number_value(t);
+    }
+    /* The client's descriptors are this command's 0, 1 and 2. */
+    for (int k = 0; k < 3; k++)
+        if (dup2(fds[k], k) < 0)
+            _exit(EXIT_REFUSED);
+    describe(sb, &c);
+    rc = cli_run(sb, sess, &c, closed, conn);
+    fflush(stdout);
+    fflush(stderr);
+    (void)a3s_sio_send_rc(conn, rc);
+    _exit(rc);
+}
+
+typedef struct sv_opts {
+    const char *policy, *workspace, *audit, *grant_digest;
+    const char **grants;
+    size_t ngrants;
+    bool allow_host_root;
+    pid_t owner;
+} sv_opts;
+
+/* Tell the waiting `start` how it went: "OK ID" or "ERR message" (the three parts
+ * joined). */
+static void report(int fd, const char *kind, const char *a, const char *b)
+{
+    if (fd < 0)
+        return;
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf, "%s %s%s", kind, a, b);
+    if (n > 0)
+        (void)!write(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    close(fd);
+}
+
+static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *id,
+                                                const char *dir, int ready)
+{
+    a3s_error err;
+    memset(&err, 0, sizeof err);
+    a3s_options o = {
+        .workspace = so->workspace,
+        .policy = so->policy,
+        .audit_path = so->audit,
+        .allow_host_root = so->allow_host_root || truthy(getenv("A3S_SANDBOX_ALLOW_HOST_ROOT")),
+    };
+    a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
+    a3s_session *sess = NULL;
+    int lfd = -1, owner = -1;
+    char sock[512], info[512];
+    if (!sb) {
+        report(ready, "ERR", "cannot create the sandbox: ", err.msg);
+        _exit(EXIT_REFUSED);
+    }
+    if (so->ngrants && a3s_sandbox_grant_set(sb, so->grants, so->ngrants, so->grant_digest,
+                                             NULL, &err) != A3S_OK) {
+        report(ready, "ERR", "--grant: ", err.msg);
+        _exit(EXIT_REFUSED);
+    }
+    if (a3s_session_open(sb, &sess, &err) != A3S_OK) {
+        report(ready, "ERR", err.msg, "");
+        _exit(EXIT_REFUSED);
+    }
+    if (so->owner > 0 && (owner = (int)syscall(SYS_pidfd_open, so->owner, 0)) < 0) {
+        report(ready, "ERR", "--owner: ", strerror(errno));
+        goto stop;
+    }
+    snprintf(sock, sizeof sock, "%s/%s.sock", dir, id);
+    snprintf(info, sizeof info, "%s/%s.json", dir, id);
+    if ((lfd = a3s_sio_listen(sock)) < 0) {
+        report(ready, "ERR", "the session's socket: ", strerror(errno));
+        goto stop;
+    }
+    json_t *ij = json_pack("{s:s, s:I, s:s, s:s}", "id", id, "pid", (json_int_t)getpid(),
+                           "workspace", a3s_sandbox_workspace(sb), "policy",
+                           a3s_sandbox_policy_name(sb));
+    if (!ij || json_dump_file(ij, info, JSON_COMPACT) < 0) {
+        json_decref(ij);
+        report(ready, "ERR", "writing ", info);
+        goto stop;
+    }
+    json_decref(ij);
+    if (pipe2(sv_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        report(ready, "ERR", "pipe2: ", strerror(errno));
+        goto stop;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = sv_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NOCLDSTOP;
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        (void)sigaction(sigs[i], &sa, NULL);
+    report(ready, "OK", id, "");
+    ready = -1;
+    pid_t workers[MAX_WORKERS];
+    size_t nworkers = 0;
+    pid_t self = getpid();
+    while (!sv_stop) {
+        struct pollfd pf[3] = {{lfd, POLLIN, 0}, {sv_pipe[0], POLLIN, 0}, {owner, POLLIN, 0}};
+        int pr = poll(pf, owner >= 0 ? 3 : 2, -1);
+        if (pr < 0 && errno != EINTR)
+            break;
+        char drain[64];
+        while (read(sv_pipe[0], drain, sizeof drain) > 0) {
+        }
+        for (size_t i = 0; i < nworkers;) {
+            if (waitpid(workers[i], NULL, WNOHANG) == workers[i])
+                workers[i] = workers[--nworkers];
+            else
+                i++;
+        }
+        if (pr > 0 && owner >= 0 && (pf[2].revents & POLLIN))
+            break; /* the owner is gone: so is the session */
+        if (pr <= 0 || !(pf[0].revents & POLLIN))
+            continue;
+        int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (conn < 0)
+            continue;
+        /* Only the caller's uid, and never from inside a sandbox (a command with the
+         * socket in reach must not run commands in this session's workspace). */
+        if (nworkers == MAX_WORKERS || !a3s_sio_peer_trusted(conn)) {
+            close(conn);
+            continue;
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+            /* A worker never outlives its supervisor (the session's owner): its command
+             * is killed with it (the launcher dies with the worker). */
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
+                _exit(EXIT_REFUSED);
+            close(lfd);
+            close(sv_pipe[0]);
+            close(sv_pipe[1]);
+            if (owner >= 0)
+                close(owner);
+            worker(conn, sb, sess, self);
+        }
+        if (pid > 0)
+            workers[nworkers++] = pid;
+        close(conn);
+    }
+    /* Stop: every running command is cancelled (its tree killed, its run released),
+     * then the session itself. */
+    for (size_t i = 0; i < nworkers; i++)
+        (void)kill(workers[i], SIGTERM);
+    for (size_t i = 0; i < nworkers; i++)
+        while (waitpid(workers[i], NULL, 0) < 0 && errno == EINTR) {
+        }
+stop:
+    if (lfd >= 0) {
+        (void)unlink(sock);
+        (void)unlink(info);
+        close(lfd);
+    }
+    report(ready, "ERR", "the session stopped before it was ready", "");
+    a3s_session_close(sess);
+    a3s_sandbox_free(sb);
+    _exit(0);
+}
+
+/* ------------------------------------------------------------------ subcommands */
+
+static int start(int argc, char **argv)
+{
+    sv_opts so;
+    memset(&so, 0, sizeof so);
+    static const struct option lo[] = {
+        {"policy", required_argument, NULL, 'p'}, {"workspace", required_argument, NULL, 'w'},
+        {"audit", required_argument, NULL, 'A'}, {"grant", required_argument, NULL, 'g'},
+        {"grant-digest", required_argument, NULL, 'G'}, {"owner", required_argument, NULL, 'o'},
+        {"allow-host-root", no_argument, NULL, 'R'}, {NULL, 0, NULL, 0}};
+    const char **grants = calloc((size_t)argc + 1, sizeof *grants);
+    if (!grants)
+        return EXIT_REFUSED;
+    int ch;
+    opterr = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "+p:w:", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'p': so.policy = optarg; break;
+        case 'w': so.workspace = optarg; break;
+        case 'A': so.audit = optarg; break;
+        case 'g': grants[so.ngrants++] = optarg; break;
+        case 'G': so.grant_digest = optarg; break;
+        case 'R': so.allow_host_root = true; break;
+        case 'o': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v <= 0 || v > INT32_MAX)
+                return usage("--owner needs a process id, not", optarg);
+            so.owner = (pid_t)v;
+            break;
+        }
+        default:
+            return usage("unknown option or missing value:", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage("unexpected", argv[optind]);
+    so.grants = grants;
+    char dir[256], id[A3S_SIO_ID_LEN + 1];
+    if (a3s_sio_dir(dir, sizeof dir) < 0) {
+        fprintf(stderr, "a3s-sandbox: session: the state directory %s: %s\n", dir,
+                strerror(errno));
+        return EXIT_REFUSED;
+    }
+    if (a3s_sio_new_id(id) < 0) {
+        fprintf(stderr, "a3s-sandbox: session: getrandom: %s\n", strerror(errno));
+        return EXIT_REFUSED;
+    }
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return EXIT_REFUSED;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "a3s-sandbox: session: fork: %s\n", strerror(errno));
+        return EXIT_REFUSED;
+    }
+    if (pid == 0) {
+        /* The supervisor: its own session, nothing of the caller's terminal. */
+        close(ready[0]);
+        (void)setsid();
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+            _exit(EXIT_REFUSED);
+        /* Nothing else of the caller's (a pipe its caller waits to see closed): only
+         * the ready pipe, as fd 3. */
+        if (dup3(ready[1], 3, O_CLOEXEC) < 0 || syscall(SYS_close_range, 4U, ~0U, 0) < 0)
+            _exit(EXIT_REFUSED);
+        ready[1] = 3;
+        /* The working directory stays: relative -w, --policy and --audit mean what they
+         * meant to the caller. */
+        /* Not the supervisor's own child: the double fork leaves it to init. */
+        pid_t p2 = fork();
+        if (p2 != 0)
+            _exit(p2 < 0 ? EXIT_REFUSED : 0);
+        supervisor(&so, id, dir, ready[1]);
+    }
+    close(ready[1]);
+    (void)waitpid(pid, NULL, 0);
+    char buf[2048];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(ready[0], buf + n, sizeof buf - 1 - n);
+        if (r > 0 && (n += (size_t)r) < sizeof buf - 1)
+            continue;
+        if (r < 0 && errno == EINTR)
+            continue;
+        break;
+    }
+    close(ready[0]);
+    buf[n] = '\0';
+    free(grants);
+    if (!strncmp(buf, "OK ", 3)) {
+        printf("%s\n", buf + 3);
+        return 0;
+    }
+    fprintf(stderr, "a3s-sandbox: session start: %s\n",
+            !strncmp(buf, "ERR ", 4) ? buf + 4 : "the session's supervisor died");
+    return EXIT_REFUSED;
+}
+
+static int connect_to(const char *id, int *pidfd)
+{
+    char dir[256], sock[512];
+    if (!a3s_sio_valid_id(id)) {
+        fprintf(stderr, "a3s-sandbox: session: '%s' is not a session id\n", id);
+        return -1;
+    }
+    if (a3s_sio_dir(dir, sizeof dir) < 0) {
+        fprintf(stderr, "a3s-sandbox: session: the state directory %s: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    snprintf(sock, sizeof sock, "%s/%s.sock", dir, id);
+    int fd = a3s_sio_connect(sock, pidfd);
+    if (fd < 0)
+        fprintf(stderr, "a3s-sandbox: session %s: %s (see 'a3s-sandbox session list')\n", id,
+                errno == ENOENT || errno == ECONNREFUSED ? "no such session" : strerror(errno));
+    return fd;
+}
+
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    got_signal = sig;
+    (void)!write(sig_pipe[1], "s", 1);
+    errno = saved;
+}
+
+static int exec_cmd(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage("exec needs a session id", NULL);
+    const char *id = argv[1];
+    json_t *req = json_object();
+    json_t *env = json_array();
+    bool json_out = false;
+    if (!req || !env)
+        return EXIT_REFUSED;
+    static const struct option lo[] = {
+        {"timeout", required_argument, NULL, 't'}, {"env", required_argument, NULL, 'e'},
+        {"json", no_argument, NULL, 'J'}, {"verbose", no_argument, NULL, 'v'},
+        {"tty", no_argument, NULL, 'T'}, {NULL, 0, NULL, 0}};
+    const char *command = NULL;
+    int ch;
+    opterr = 0;
+    optind = 2;
+    json_errors = false;
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json"))
+            json_errors = true;
+    while ((ch = getopt_long(argc, argv, "+t:e:c:v", lo, NULL)) != -1) {
+        switch (ch) {
+        case 't': {
+            char *end;
+            double s = strtod(optarg, &end);
+            if (*end || !(s > 0) || s > 86400 || !isfinite(s))
+                die_usage("invalid timeout '%s' (seconds, greater than zero, at most 86400)",
+                          optarg);
+            json_object_set_new(req, "timeout", json_real(s));
+            break;
+        }
+        case 'e':
+            if (!strchr(optarg, '='))
+                die_usage("%s", "-e needs NAME=VALUE");
+            json_array_append_new(env, json_string(optarg));
+            break;
+        case 'c': command = optarg; break;
+        case 'J': json_out = true; break;
+        case 'v': json_object_set_new(req, "verbose", json_true()); break;
+        case 'T': die_usage("%s", "--tty is not available in a session (run the command on its own)");
+        default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
+        }
+    }
+    bool has_argv = optind < argc;
+    if (has_argv == !!command)
+        die_usage("%s", "give either -c COMMAND or -- PROGRAM [ARG...]");
+    if (command) {
+        json_object_set_new(req, "command", json_string(command));
+    } else {
+        json_t *a = json_array();
+        for (int i = optind; i < argc; i++)
+            json_array_append_new(a, json_string(argv[i]));
+        json_object_set_new(req, "argv", a);
+    }
+    json_object_set_new(req, "op", json_string("exec"));
+    json_object_set_new(req, "env", env);
+    json_object_set_new(req, "json", json_boolean(json_out));
+    /* A closed 0, 1 or 2 goes as /dev/null, said so (a closed output is not mirrored). */
+    json_t *closed = json_array();
+    for (int fd = 0; fd < 3; fd++) {
+        bool c = fcntl(fd, F_GETFD) < 0;
+        if (c && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
+            return EXIT_REFUSED;
+        json_array_append_new(closed, json_boolean(c));
+    }
+    json_object_set_new(req, "closed", closed);
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    int conn = connect_to(id, NULL);
+    if (!text || conn < 0) {
+        json_error("setup", "session %s: no such session", id);
+        return EXIT_REFUSED;
+    }
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+        for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+            (void)sigaction(sigs[i], &sa, NULL);
+    }
+    int rc = a3s_sio_exec(conn, text, strlen(text), sig_pipe[0]);
+    free(text);
+    if (got_signal) {
+        fprintf(stderr, "a3s-sandbox: interrupted by %s; the process tree was killed\n",
+                strsignal(got_signal));
+        json_error("aborted", "interrupted by %s; the process tree was killed",
+                   strsignal(got_signal));
+        return 128 + got_signal;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "a3s-sandbox: session %s: the session ended during the command\n", id);
+        json_error("setup", "session %s: the session ended during the command", id);
+        return EXIT_REFUSED;
+    }
+    return rc;
+}
+
+static int stop_cmd(int argc, char **argv)
+{
+    if (argc != 2)
+        return usage("stop needs exactly one session id", NULL);
+    int pidfd = -1;
+    int conn = connect_to(argv[1], &pidfd);
+    if (conn < 0)
+        return EXIT_REFUSED;
+    static const char stop[] = "{\"op\":\"stop\"}";
+    const int fds[3] = {0, 1, 2};
+    if (a3s_sio_send(conn, stop, sizeof stop - 1, fds, 3) < 0 || a3s_sio_wait_rc(conn, -1) < 0) {
+        fprintf(stderr, "a3s-sandbox: session %s: %s\n", argv[1], strerror(errno));
+        return EXIT_REFUSED;
+    }
+    close(conn);
+    /* Returns once the supervisor is gone (its commands killed, the session closed). */
+    struct pollfd pf = {pidfd, POLLIN, 0};
+    if (pidfd >= 0 && poll(&pf, 1, 30000) <= 0) {
+        fprintf(stderr, "a3s-sandbox: session %s: still stopping after 30 s\n", argv[1]);
+        return EXIT_REFUSED;
+    }
+    return 0;
+}
+
+static int list_cmd(void)
+{
+    char dir[256];
+    if (a3s_sio_dir(dir, sizeof dir) < 0) {
+        fprintf(stderr, "a3s-sandbox: session: the state directory %s: %s\n", dir,
+                strerror(errno));
+        return EXIT_REFUSED;
+    }
+    return a3s_sio_list(dir, stdout) < 0 ? EXIT_REFUSED : 0;
+}
+
+int cli_session_main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2)
+        return usage("missing subcommand", NULL);
+    const char *sub = argv[1];
+    if (!strcmp(sub, "start"))
+        return start(argc - 1, argv + 1);
+    if (!strcmp(sub, "exec"))
+        return exec_cmd(argc - 1, argv + 1);
+    if (!strcmp(sub, "stop"))
+        return stop_cmd(argc - 1, argv + 1);
+    if (!strcmp(sub, "list") && argc == 2)
+        return list_cmd();
+    return usage("unknown subcommand", sub);
+}
