@@ -3,6 +3,12 @@
 # ("unpriv"). Exit 77 means skipped; with A3S_MUST_WORK=1 a skip is a failure.
 set -uo pipefail
 mode=$1 spec=$2
+# session, session-unpriv: the spec's runs go through a session (session_wrap.sh).
+session=0
+case "$mode" in
+  session) mode=caller session=1 ;;
+  session-unpriv) mode=unpriv session=1 ;;
+esac
 skip() {
   echo "SKIP: $*"
   if [ "${A3S_MUST_WORK:-0}" = 1 ]; then
@@ -12,7 +18,20 @@ skip() {
   exit 77
 }
 
+# The session mode's stand-in CLI: session_wrap.sh with the real CLI's path written in.
+wrap_for() { # REAL_CLI DIR -> DIR/a3s-sandbox
+  mkdir -p "$2"
+  sed "s|@A3S_REAL_CLI@|$1|" "$A3S_SOURCE_DIR/spec/cli/session_wrap.sh" >"$2/a3s-sandbox"
+  chmod 0755 "$2/a3s-sandbox"
+}
 if [ "$mode" = caller ]; then
+  if [ "$session" = 1 ]; then
+    wdir=$(mktemp -d /tmp/a3s-session-cli-XXXXXX)
+    trap 'rm -rf "$wdir"' EXIT
+    wrap_for "$A3S_CLI" "$wdir"
+    A3S_SESSION_REAL_CLI="$A3S_CLI" A3S_CLI="$wdir/a3s-sandbox" bash "$spec"
+    exit
+  fi
   exec bash "$spec"
 fi
 
@@ -41,6 +60,7 @@ cp "$A3S_SOURCE_DIR/README.md" "$stage/README.md"
 (cd "$A3S_SOURCE_DIR" && for f in *.md */README.md */*/README.md; do
   [ -f "$f" ] && mkdir -p "$stage/$(dirname "$f")" && cp "$f" "$stage/$f"
 done)
+[ "$session" = 1 ] && wrap_for "$stage/a3s-sandbox" "$stage/session-cli"
 chmod -R a+rX "$stage"
 chmod 0755 "$stage"
 spec_copy="$stage/spec/cli/$(basename "$spec")"
@@ -48,5 +68,7 @@ spec_copy="$stage/spec/cli/$(basename "$spec")"
 # Not exec: the staging dir must be removed when the spec ends (the EXIT trap).
 runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
   HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
-  A3S_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
-  A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_UNPRIV=1 bash "$spec_copy"
+  A3S_CLI="$([ "$session" = 1 ] && echo "$stage/session-cli/a3s-sandbox" || echo "$stage/a3s-sandbox")" \
+  A3S_SESSION_REAL_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
+  A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_RACE_SECONDS="${A3S_RACE_SECONDS:-}" A3S_UNPRIV=1 \
+  bash "$spec_copy"

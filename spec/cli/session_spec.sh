@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# Sessions (README "Sessions"): one warm boundary, many commands. Each command must be
+# what a fresh run is: its output, exit status and --json result; its own pid, mount and
+# IPC namespaces, /tmp, /dev/shm and scratch dir; nothing of an earlier command alive or
+# visible; the workspace rescanned, so what the host or an earlier command put there is
+# protected in the next command. Stopping or killing the session leaves nothing behind.
+# (The escape specs also run through sessions: ctest's *.session modes.)
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+# The real CLI, also in the session modes of the other specs.
+A3S=${A3S_SESSION_REAL_CLI:-$A3S}
+
+ws=$(tmpdir)
+both() { printf '%s\n%s' "$OUT" "$ERR"; }
+gone() { ! pgrep -f "$1" >/dev/null; }
+is_id() { [[ "$1" =~ ^[0-9a-f]{16}$ ]] || { echo "#   not an id: '$1'"; return 1; }; }
+# Until a process is gone, at most 5 s (the tree is killed at once; this is only the
+# kernel reaping it).
+gone_soon() { for _ in $(seq 50); do gone "$1" && return 0; sleep 0.1; done; echo "#   '$1' still runs"; return 1; }
+
+id=$("$A3S" session start -w "$ws")
+check "start: exit 0, one id of 16 hex digits" is_id "$id"
+check "list shows the session" contains "$("$A3S" session list)" "$id pid="
+ex() { run_cli session exec "$id" "$@"; }
+
+# --- the same result as a fresh run ---------------------------------------------------
+ex -c 'echo out; echo err >&2; exit 7'
+s_rc=$RC s_out=$OUT s_err=$ERR
+run_cli -w "$ws" -c 'echo out; echo err >&2; exit 7'
+check "exit status as a fresh run's (7)" eq "$s_rc/$RC" "7/7"
+check "stdout as a fresh run's" eq "$s_out" "$OUT"
+check "stderr as a fresh run's" eq "$s_err" "$ERR"
+ex --json -- sh -c 'echo j; echo k >&2; exit 3'
+s_json=$OUT s_rc=$RC
+run_cli -w "$ws" --json -- sh -c 'echo j; echo k >&2; exit 3'
+same_json() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+for k in ("execution_id", "duration_ms"):
+    a.pop(k, None); b.pop(k, None)
+if a != b:
+    print("#   session:", a); print("#   fresh:  ", b); sys.exit(1)
+PY
+}
+check "--json: exit status 3" eq "$s_rc" 3
+check "--json: the result object equals a fresh run's (but id and duration)" same_json "$s_json" "$OUT"
+ex -- /nonexistent-program
+check "a missing program: 127, as in a fresh run" eq "$RC" 127
+
+# --- deadline and kill-the-tree -------------------------------------------------------
+ex -t 1 -c 'sleep 3017 & sleep 3017'
+check "-t 1: exit 124" eq "$RC" 124
+check "-t 1: the deadline message" contains "$ERR" "timed out"
+check "-t 1: no process of the tree is left" gone_soon "sleep 3017"
+
+# --- a background process never outlives its command, nor is seen by the next one -------
+ex -c 'setsid sleep 3018 </dev/null >/dev/null 2>&1 & nohup sleep 3018 >/dev/null 2>&1 & echo started'
+check "background: the command returned" eq "$OUT" started
+check "background: nothing of it runs after the command" gone_soon "sleep 3018"
+ex -c 'for p in /proc/[0-9]*; do tr "\0" " " <"$p/cmdline"; echo; done'
+check "the next command sees no process of the last one" not_contains "$OUT" "sleep 3018"
+check "the next command sees a handful of processes of its own" test "$(grep -c . <<<"$OUT")" -le 5
+ex -c 'tr "\0" " " </proc/1/cmdline'
+check "pid 1 is the command's own (the launcher that joined the session)" contains "$OUT" "--join"
+
+# --- a fresh /tmp, /dev/shm, scratch dir and IPC namespace per command -----------------
+# /dev/shm is writable where a fresh run's is (bwrap's --dev: not for a root caller's
+# mapped id); wherever it is, the next command must not see what was left there.
+ex -c 'echo b >/dev/shm/left-by-one-2 2>/dev/null; echo a >/tmp/left-by-one-1 && echo c >"$TMPDIR/left-by-one-3" && ipcmk -M 4096 >/dev/null && echo wrote'
+check "command 1 writes /tmp, its scratch dir and a SysV segment" eq "$OUT" wrote
+ex -c 'echo "ipc=$(ipcs -m | grep -c 4096)"; echo x >/tmp/m4 && echo tmp-ok; ls -A /tmp /dev/shm "$TMPDIR"'
+check "command 2: no file of command 1 in /tmp, /dev/shm or the scratch dir" \
+  not_contains "$OUT" "left-by-one"
+check "command 2: no SysV segment of command 1" contains "$OUT" "ipc=0"
+check "command 2: its own /tmp is writable" contains "$OUT" "tmp-ok"
+ex -c 'echo kept >kept.txt'
+ex -c 'cat kept.txt'
+check "the workspace is shared by the session's commands" eq "$OUT" kept
+
+# --- the workspace is rescanned before each command -------------------------------------
+canary="session-canary-$RANDOM$RANDOM"
+printf '%s' "$canary" >"$ws/.env"
+ex -c 'cat .env; cp .env leak.txt; cat leak.txt'
+check "a secret the host made between commands: not readable" not_contains "$(both)" "$canary"
+check "... and not copied out" test ! -s "$ws/leak.txt"
+printf '%s' "$canary" >"$ws/.ENV.Local"
+ex -c 'cat .ENV.Local'
+check "a case variant the host made between commands: not readable" not_contains "$(both)" "$canary"
+ex -c 'printf "%s" made-inside >.env.inside'
+ex -c 'cat .env.inside'
+check "a secret an earlier command made: masked in the next one" not_contains "$OUT" "made-inside"
+mkdir -p "$ws/.git" && echo orig >"$ws/.git/config"
+ex -c 'echo evil >.git/config; mkdir -p .git/hooks && echo hooked >.git/hooks/pre-commit'
+check "a protected name the host filled between commands: read-only" eq "$(cat "$ws/.git/config")" orig
+check "... no hook planted" test ! -e "$ws/.git/hooks/pre-commit"
+
+# --- concurrent commands ----------------------------------------------------------------
+out=$(tmpdir)
+for i in 1 2 3 4; do
+  ("$A3S" session exec "$id" -c "echo run-$i; sleep 0.3" >"$out/$i" 2>&1; echo $? >"$out/$i.rc") &
+done
+wait
+for i in 1 2 3 4; do
+  check "concurrent command $i: its own output, exit 0" eq "$(cat "$out/$i")/$(cat "$out/$i.rc")" "run-$i/0"
+done
+
+# --- the caller's terminal: never read by the session behind the user's back ---------------
+# A client suspended with ^Z (or in the background) must not let the command read what
+# the user types for the shell: the client relays its terminal itself, under job control.
+tty_ws=$(tmpdir)
+tty_id=$("$A3S" session start -w "$tty_ws")
+python3 - "$A3S" "$tty_ws" "$tty_id" >"$out/tty" 2>&1 <<'PY'
+import os, pty, select, sys, time
+cli, ws, sid = sys.argv[1:4]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
+def rd(t):
+    out, end = b"", time.time() + t
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if r:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                break
+    return out
+rd(0.5)
+os.write(fd, f"{cli} session exec {sid} -c 'cat > {ws}/captured.txt'\n".encode())
+rd(1.5)
+os.write(fd, b"typed-for-the-command\n"); rd(0.5)
+os.write(fd, b"\x1a"); rd(1.0)
+os.write(fd, b"echo SHELL-GOT-$((6*7))\n")
+out = rd(1.5)
+os.write(fd, b"kill %1; fg; exit\n"); rd(1.0)
+print("shell-got-it" if b"SHELL-GOT-42" in out else "shell-got-nothing")
+PY
+check "^Z'd client: the shell gets what is typed next" contains "$(cat "$out/tty")" "shell-got-it"
+check "^Z'd client: the command got only what was typed for it" \
+  eq "$(cat "$tty_ws/captured.txt" 2>&1)" "typed-for-the-command"
+"$A3S" session stop "$tty_id"
+
+# --- a sandboxed command cannot use the session socket ---------------------------------------
+# Even with the same uid, AF_UNIX allowed and the sessions directory exposed read-only by
+# its policy: the supervisor serves only callers in its own user namespace.
+run_dir=/run/user/$(id -u)
+if [ -d "$run_dir" ] && [ ! -L "$run_dir" ] && [ "$(stat -c '%u %a' "$run_dir")" = "$(id -u) 700" ]; then
+  sdir=$run_dir/a3s-sandbox-sessions
+else
+  sdir=/tmp/a3s-sandbox-sessions-$(id -u)
+fi
+hpol=$(tmpdir)
+cat >"$hpol/unix.lua" <<LUA
+local plan = a3s.extend("baseline", "unix")
+plan:seccomp{ socket_families = { "AF_UNIX" } }
+plan:read_only("$sdir")
+return plan
+LUA
+chmod -R a+rX "$hpol"
+cat >"$out/hijack.py" <<'PY'
+import array, glob, json, socket, struct, sys
+for p in glob.glob(sys.argv[1] + "/*.sock"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(p)
+        req = json.dumps({"op": "exec", "command": "touch hijacked", "env": [],
+                          "closed": [False, False, False]}).encode()
+        s.sendmsg([struct.pack("=I", len(req))],
+                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+        s.sendall(req)
+        print("connected", p, "reply", s.recv(64))
+    except OSError as e:
+        print("refused", p, e)
+PY
+chmod a+r "$out/hijack.py" && chmod a+rx "$out"
+victim=$(tmpdir)
+vid=$("$A3S" session start -w "$victim")
+hws=$(tmpdir)
+cp "$out/hijack.py" "$hws/"
+run_cli -p "$hpol/unix.lua" -w "$hws" -- python3 hijack.py "$sdir"
+echo "# ${OUT:0:300}"
+# (A root caller's command runs as the mapped id, which cannot even list root's directory.)
+[ "$(id -u)" -eq 0 ] || check "the hijack ran and saw the victim's socket" contains "$OUT" "$vid.sock"
+check "no command ran in the victim's session from inside a sandbox" test ! -e "$victim/hijacked"
+check "... the supervisor gave the sandboxed peer no answer" not_contains "$OUT" "rc"
+"$A3S" session stop "$vid"
+
+# --- the policy is evaluated for the host as it is at each command -------------------------
+if [ "$(id -u)" -eq 0 ]; then
+  sib=/etc/shadow.a3s-spec-$$
+  hid=$("$A3S" session start -w "$(tmpdir)")
+  printf 'SHADOW-SIBLING-%s' $$ >"$sib" && chmod 644 "$sib"
+  run_cli session exec "$hid" -c "cat $sib"
+  rm -f "$sib"
+  check "a host file the policy masks, made after the session opened: not readable" \
+    not_contains "$OUT" "SHADOW-SIBLING"
+  "$A3S" session stop "$hid"
+fi
+
+# --- a policy file the session's evaluation read, changed between commands --------------------
+# The plan is reused only while everything its evaluation read holds: a module of the
+# policy rewritten on the host applies to the next command.
+mpol=$(tmpdir)
+printf 'return function(plan, ctx) end\n' >"$mpol/sessparts.lua"
+printf 'local plan = a3s.extend("baseline", "top")\nrequire("sessparts")(plan, ctx)\nreturn plan\n' \
+  >"$mpol/top.lua"
+chmod -R a+rX "$mpol"
+mws=$(tmpdir)
+mkdir "$mws/locked"
+mid=$(A3S_SANDBOX_POLICY_PATH=$mpol "$A3S" session start -p "$mpol/top.lua" -w "$mws")
+run_cli session exec "$mid" -c 'echo 1 > locked/one && echo wrote-1'
+check "policy module, first version: locked/ is writable" eq "$OUT" wrote-1
+printf 'return function(plan, ctx) plan:read_only(ctx.workspace .. "/locked") end\n' \
+  >"$mpol/sessparts.lua"
+run_cli session exec "$mid" -c 'echo 2 > locked/two && echo wrote-2'
+check "policy module rewritten between commands: the next command runs the new rule" \
+  test "$OUT" != wrote-2 -a ! -e "$mws/locked/two"
+"$A3S" session stop "$mid"
+
+# --- refusals -----------------------------------------------------------------------------
+ex --tty -c true
+check "--tty in a session: refused (125)" eq "$RC" 125
+run_cli session start -w "$ws" --grant example.com
+check "a session with grants: refused (125)" eq "$RC" 125
+check "... saying so" contains "$ERR" "grants"
+run_cli session exec 0123456789abcdef -c true
+check "exec in no session: 125, no such session" eq "$RC/$(contains "$ERR" "no such session" && echo y)" "125/y"
+run_cli session exec ../../etc -c true
+check "an id that is not one: 125" eq "$RC" 125
+
+# --- stop: nothing left -----------------------------------------------------------------
+ex -c 'echo "$TMPDIR"'
+scratch=$OUT
+check "the session's scratch dir exists on the host while it is open" test -d "$scratch"
+run_cli session stop "$id"
+check "stop: exit 0" eq "$RC" 0
+check "stop: the session is no longer listed" not_contains "$("$A3S" session list)" "$id"
+ex -c true
+check "exec after stop: 125" eq "$RC" 125
+check "stop: the scratch dir is gone" test ! -e "$scratch"
+check "stop: no placeholder left in the workspace" \
+  eq "$(ls -A "$ws" | LC_ALL=C sort | tr '\n' ' ')" ".ENV.Local .env .env.inside .git kept.txt "
+
+# --- SIGKILL of the supervisor: nothing left once the next run has swept ------------------
+ws2=$(tmpdir)
+id2=$("$A3S" session start -w "$ws2")
+pid=$("$A3S" session list | sed -n "s/^$id2 pid=\([0-9]*\) .*/\1/p")
+check "the killed session's supervisor is known ($pid)" test -n "$pid"
+run_cli session exec "$id2" -c 'echo "$TMPDIR"'
+scratch2=$OUT
+("$A3S" session exec "$id2" -c 'sleep 3019' >/dev/null 2>&1; echo $? >"$out/k.rc") &
+for _ in $(seq 50); do pgrep -f "sleep 3019" >/dev/null && break; sleep 0.1; done
+kill -KILL "$pid"
+wait
+check "a command running when its session was killed: 125" eq "$(cat "$out/k.rc")" 125
+check "a command running when its session was killed: its tree is gone" gone_soon "sleep 3019"
+run_cli -w "$ws2" -- true
+check "the next run works" eq "$RC" 0
+check "after it: no placeholder left in the workspace" eq "$(ls -A "$ws2")" ""
+check "after it: the killed session's scratch dir is gone" test ! -e "$scratch2"
+check "the killed session is no longer listed" not_contains "$("$A3S" session list)" "$id2"
+
+# --- --owner: the session ends with its owner -------------------------------------------
+sleep 30 &
+owner=$!
+id3=$("$A3S" session start -w "$ws2" --owner "$owner")
+check "--owner: started" is_id "$id3"
+kill "$owner"
+ended() { for _ in $(seq 50); do "$A3S" session list | grep -q "$1" || return 0; sleep 0.1; done; return 1; }
+check "--owner: the session ends when its owner does" ended "$id3"
+
+finish
