@@ -111,7 +111,8 @@ def throughput(workers, seconds=2.0):
     with cf.ThreadPoolExecutor(workers) as ex:
         n = sum(ex.map(loop, wss))
     return n / (time.perf_counter() - t0)
-print("fresh runs/s: " + ", ".join(f"{w} workers {throughput(w):6.1f}" for w in (1, 2, 4, 8)))
+fresh_rates = {w: throughput(w) for w in (1, 2, 4, 8)}
+print("fresh runs/s: " + ", ".join(f"{w} workers {r:6.1f}" for w, r in fresh_rates.items()))
 k1 = os.path.join(ws, "k1")
 for d in range(10):
     os.makedirs(os.path.join(k1, f"d{d}"), exist_ok=True)
@@ -122,6 +123,76 @@ os.makedirs(e1, exist_ok=True)
 t_k1, t_e = alternate([cli, "-w", k1, "--", "true"], [cli, "-w", e1, "--", "true"],
                       max(10, rounds // 2))
 print(f"startup: 1k-file workspace  {t_k1*1000:7.2f} ms (empty {t_e*1000:.2f} ms)")
+
+# Sessions (README "Sessions"): one warm boundary per workspace; a command per
+# `session exec` (a fresh client process each time, as an agent's tool call would be) or
+# per s:exec in a Lua host (in-process). Each command still gets its own namespaces,
+# /tmp, scratch dir, filter and a rescan of the workspace.
+def session_start(w):
+    r = subprocess.run([cli, "session", "start", "-w", w], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+def session_stop(sid):
+    subprocess.run([cli, "session", "stop", sid], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+sess_ws = os.path.join(ws, "sess")
+os.makedirs(sess_ws, exist_ok=True)
+sid = session_start(sess_ws)
+t_s, t_bare3 = alternate([cli, "session", "exec", sid, "--", "true"], bare + ["true"], rounds)
+print(f"session: exec -- true, client process {t_s*1000:6.2f} ms vs bare {t_bare3*1000:.2f} ms: "
+      f"{t_s/t_bare3:5.2f} x (target <= 0.5)")
+t_sk1 = None
+k1s = session_start(k1)
+t_sk1 = statistics.median(run([cli, "session", "exec", k1s, "--", "true"])[0]
+                          for _ in range(max(10, rounds // 2)))
+session_stop(k1s)
+print(f"session: exec in the 1k-file workspace {t_sk1*1000:6.2f} ms (the rescan included)")
+session_stop(sid)
+# In-process: a Lua host opens a session and runs N commands; (T(N) - T(0)) / N.
+lua = shutil.which("lua5.4")
+mod = os.environ.get("A3S_LUA_CPATH", os.path.join(os.path.dirname(cli), "?.so"))
+def lua_session(n):
+    code = ('local s = assert(require("a3s_sandbox").new{workspace = arg[1]}):session() '
+            'for i = 1, tonumber(arg[2]) do assert(s:exec({"true"}).exit_code == 0) end '
+            's:close()')
+    t0 = time.perf_counter()
+    r = subprocess.run([lua, "-", sess_ws, str(n)], input=code, text=True,
+                       env=dict(os.environ, LUA_CPATH=mod + ";;"), capture_output=True)
+    assert r.returncode == 0, r.stderr
+    return time.perf_counter() - t0
+if lua:
+    n = 200
+    t_n = statistics.median(lua_session(n) for _ in range(3))
+    t_0 = statistics.median(lua_session(0) for _ in range(3))
+    per = (t_n - t_0) / n
+    print(f"session: s:exec in-process (Lua)     {per*1000:6.2f} ms: {per/t_bare3:5.2f} x bare")
+def sthroughput(workers, seconds=2.0):
+    import concurrent.futures as cf
+    wss = [os.path.join(ws, f"spar{workers}-{i}") for i in range(workers)]
+    sids = []
+    for w in wss:
+        os.makedirs(w, exist_ok=True)
+        sids.append(session_start(w))
+    end = time.perf_counter() + seconds
+    def loop(sid):
+        n = 0
+        while time.perf_counter() < end:
+            rc = subprocess.run([cli, "session", "exec", sid, "--", "true"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL).returncode
+            assert rc == 0, f"session exec exited {rc}"
+            n += 1
+        return n
+    t0 = time.perf_counter()
+    with cf.ThreadPoolExecutor(workers) as ex:
+        n = sum(ex.map(loop, sids))
+    rate = n / (time.perf_counter() - t0)
+    for sid in sids:
+        session_stop(sid)
+    return rate
+srates = {w: sthroughput(w) for w in (1, 2, 4, 8)}
+print("session runs/s: " + ", ".join(f"{w} workers {r:6.1f}" for w, r in srates.items()) +
+      f"  ({srates[4] / fresh_rates[4]:.1f} x fresh at 4 workers; target >= 5)")
 
 # After crashes: 50 runs SIGKILLed mid-command leave records that the next runs sweep
 # (their processes are looked for a minute more). The state directory is /tmp's whatever
@@ -190,6 +261,11 @@ print(f"scan: 100k-file workspace   {scan*1000:7.1f} ms added by the scan "
       f"(cli {statistics.median(tb)*1000:.1f} ms vs empty {statistics.median(te)*1000:.1f} ms)")
 print(f"scan: find -links +1        {statistics.median(tf)*1000:7.1f} ms")
 print(f"scan ratio scan/find        {scan/statistics.median(tf):7.2f} x   (target <= 1.0)")
+bigs = session_start(big)
+t_sbig = statistics.median(run([cli, "session", "exec", bigs, "--", "true"])[0]
+                           for _ in range(max(5, rounds // 4)))
+session_stop(bigs)
+print(f"session: exec in the 100k-file workspace {t_sbig*1000:6.1f} ms (each command rescans it)")
 
 # Mediated network: 200 CONNECT round trips (connect to the relay, CONNECT, ping->pong)
 # through relay + mediator inside the sandbox, next to the same exchange made directly
