@@ -97,6 +97,22 @@ static int take_namespaces(int sock, int *ns, int n, a3s_error *err)
     return 0;
 }
 
+/* The launcher as the launched program: its path, or the embedded image (a copy of its
+ * memfd into *img, for A3S_FD_LAUNCHER_IMAGE). NULL with err. */
+static const char *launcher_of(a3s_linux_backend *be, int *img, a3s_error *err)
+{
+    if (be->launcher)
+        return be->launcher;
+    int im = a3s_linux_image(be, A3S_HELPER_LAUNCH, err);
+    if (im < 0)
+        return NULL;
+    if ((*img = fcntl(im, F_DUPFD_CLOEXEC, 0)) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
+        return NULL;
+    }
+    return A3S_FD_PATH(A3S_FD_LAUNCHER_IMAGE);
+}
+
 int a3s_linux_session_open(a3s_backend *base, a3s_backend_run *run, a3s_backend_session **out,
                            a3s_error *err)
 {
@@ -134,16 +150,9 @@ int a3s_linux_session_open(a3s_backend *base, a3s_backend_run *run, a3s_backend_
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: socketpair");
         goto out;
     }
-    const char *launcher = be->launcher;
-    if (!launcher) {
-        int im = a3s_linux_image(be, A3S_HELPER_LAUNCH, err);
-        if (im < 0 || (img = fcntl(im, F_DUPFD_CLOEXEC, 0)) < 0) {
-            if (im >= 0)
-                a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
-            goto out;
-        }
-        launcher = A3S_FD_PATH(A3S_FD_LAUNCHER_IMAGE);
-    }
+    const char *launcher = launcher_of(be, &img, err);
+    if (!launcher)
+        goto out;
     if (run->mapped && (uns = fcntl(be->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0)) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
         goto out;
@@ -241,16 +250,9 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
         }
     if ((setup_fd = a3s_bwrap_args_memfd(&run->setup, err)) < 0)
         goto out;
-    const char *launcher = be->launcher;
-    if (!launcher) {
-        int im = a3s_linux_image(be, A3S_HELPER_LAUNCH, err);
-        if (im < 0 || (img = fcntl(im, F_DUPFD_CLOEXEC, 0)) < 0) {
-            if (im >= 0)
-                a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
-            goto out;
-        }
-        launcher = A3S_FD_PATH(A3S_FD_LAUNCHER_IMAGE);
-    }
+    const char *launcher = launcher_of(be, &img, err);
+    if (!launcher)
+        goto out;
     if (pipe2(started, O_CLOEXEC) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: pipe2");
         goto out;
