@@ -35,8 +35,9 @@ typedef struct a3s_policy_src {
 void a3s_policy_src_free(a3s_policy_src *src);
 
 /* What one evaluation read of the host and of policy files (the policy engine's own
- * record, opaque here). */
+ * record, opaque here), and whether it still holds. */
 typedef struct a3s_policy_facts a3s_policy_facts;
+enum { A3S_FACTS_HOLD = 0, A3S_FACTS_HOST = 1, A3S_FACTS_POLICY = 2 };
 
 typedef struct a3s_policy_engine {
     const char *name; /* "lua" */
@@ -52,12 +53,14 @@ typedef struct a3s_policy_engine {
      * any failure. Nothing of the evaluation survives the call. */
     a3s_plan *(*eval)(const a3s_policy_src *src, const a3s_policy_ctx *ctx, a3s_error *err);
     /* eval, and what it read (*facts, owned by the caller: facts_free). While
-     * facts_hold answers true for the same src and ctx, evaluating again would give the
-     * same plan: every host query is answered as before and every policy file looked
-     * for is as it was. May be NULL (no such record: every run evaluates). */
+     * facts_check answers A3S_FACTS_HOLD for the same src and ctx, evaluating again would
+     * give the same plan: every host query is answered as before and every policy file
+     * looked for is as it was. A3S_FACTS_HOST: a host fact changed (the policy itself did
+     * not: its digest stands); A3S_FACTS_POLICY: a policy file looked for changed. May be
+     * NULL (no such record: every run evaluates). */
     a3s_plan *(*eval_facts)(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
                             a3s_policy_facts **facts, a3s_error *err);
-    bool (*facts_hold)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx);
+    int (*facts_check)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx);
     void (*facts_free)(a3s_policy_facts *facts);
 } a3s_policy_engine;
 

@@ -35,8 +35,19 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
      * (what the policy reads of the host may have changed since the session opened: a
      * new file to mask). A session's commands see its scratch path, whichever directory
      * is mounted there. */
-    if (sess && a3s_sandbox_facts_hold(sb, sess->plan->scratch, sess->facts)) {
-        /* Everything the session's evaluation read is as it was: the same plan. */
+    /* A session's command: the policy the session was opened with (its file, its
+     * search path, its modules, whose digest the session reports) or none. What it read
+     * of the host is checked: all as it was, the session's plan; else evaluated again. */
+    int fc = A3S_FACTS_HOST;
+    if (sess && (a3s_sandbox_roots_hold(sb, err) < 0 ||
+                 (fc = a3s_sandbox_facts_check(sb, sess->plan->scratch, sess->facts)) ==
+                     A3S_FACTS_POLICY)) {
+        if (fc == A3S_FACTS_POLICY)
+            a3s_fail(err, A3S_ERR_POLICY, "a policy file changed since the session opened: "
+                     "start a new session");
+        goto fail;
+    }
+    if (sess && fc == A3S_FACTS_HOLD) {
         pp->plan = (a3s_plan *)sess->plan;
         pp->plan_borrowed = true;
         a3s_trace_mark("policy (the session's: what it read holds)");

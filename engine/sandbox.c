@@ -72,6 +72,9 @@ void a3s_sandbox_free(a3s_sandbox *sb)
     free(sb->grants);
     a3s_policy_src_free(&sb->src);
     a3s_strv_free(&sb->search_path);
+    a3s_strv_free(&sb->policy_path);
+    free(sb->policy_spec);
+    free(sb->installed_policies);
     a3s_strv_free(&sb->host_env);
     a3s_strv_free(&sb->approved_broaden);
     a3s_strv_free(&sb->also_dirs);
@@ -110,13 +113,13 @@ a3s_plan *a3s_sandbox_compile_facts(a3s_sandbox *sb, const char *scratch,
     return sb->policy->eval_facts(&sb->src, &ctx, facts, err);
 }
 
-bool a3s_sandbox_facts_hold(const a3s_sandbox *sb, const char *scratch,
+int a3s_sandbox_facts_check(const a3s_sandbox *sb, const char *scratch,
                             const a3s_policy_facts *facts)
 {
-    if (!facts || !sb->policy->facts_hold)
-        return false;
+    if (!facts || !sb->policy->facts_check)
+        return A3S_FACTS_HOST; /* no record: evaluate again */
     a3s_policy_ctx ctx = host_ctx(sb, scratch);
-    return sb->policy->facts_hold(facts, &ctx);
+    return sb->policy->facts_check(facts, &ctx);
 }
 
 /* A policy file the command can write is refused: a run could rewrite what the next one
@@ -133,6 +136,123 @@ static int policy_outside_workspace(const a3s_sandbox *sb, const a3s_policy_src 
                         "rewrite what the next run enforces: keep policies outside the workspace",
                         src->path, sb->workspace);
     return 0;
+}
+
+/* HOME (else the passwd entry's) and TMPDIR (else /tmp), canonical: the roots the policy
+ * hides and where scratch dirs go. */
+static int host_roots(const a3s_sandbox *sb, char **home_out, char **tmp_out, a3s_error *err)
+{
+    *home_out = *tmp_out = NULL;
+    const char *home = a3s_sandbox_getenv(sb, "HOME");
+    if (!home || home[0] != '/') {
+        struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : "/nonexistent";
+    }
+    *home_out = realpath(home, NULL);
+    if (!*home_out && !(*home_out = a3s_strdup(home)))
+        return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    const char *tmp = a3s_sandbox_getenv(sb, "TMPDIR");
+    if (!tmp || tmp[0] != '/' || !is_dir(tmp))
+        tmp = "/tmp";
+    if (!(*tmp_out = realpath(tmp, NULL))) {
+        int e = errno;
+        free(*home_out);
+        *home_out = NULL;
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "temporary directory %s", tmp);
+    }
+    return 0;
+}
+
+/* Policy search path: explicit dirs, this installation's policies (the composition root
+ * finds them), the policy engine's built-in ones, then $A3S_SANDBOX_POLICY_PATH. A
+ * policy directory the command can write is not a policy directory: a run could rewrite
+ * what the next one enforces. Such entries leave the search path; the others are kept
+ * canonical (a link re-pointed later changes nothing in this sandbox; a session checks
+ * before each command that they resolve the same), and one that does not exist now is
+ * dropped (the command could create it). The policy engine's built-in directory is no
+ * path. Each file read is checked again (policy.h guard). -1 on ENOMEM. */
+static int search_path(const a3s_sandbox *sb, a3s_strv *out, bool *dropped)
+{
+    a3s_strv all = {0};
+    for (size_t i = 0; i < sb->policy_path.n; i++)
+        if (a3s_strv_push(&all, sb->policy_path.v[i]) < 0)
+            goto oom;
+    if (sb->installed_policies && a3s_strv_push(&all, sb->installed_policies) < 0)
+        goto oom;
+    if (sb->policy->builtin_dir && a3s_strv_push(&all, sb->policy->builtin_dir) < 0)
+        goto oom;
+    if (push_path_list(&all, a3s_sandbox_getenv(sb, "A3S_SANDBOX_POLICY_PATH")) < 0)
+        goto oom;
+    *dropped = false;
+    for (size_t i = 0; i < all.n; i++) {
+        const char *entry = all.v[i];
+        if (sb->policy->builtin_dir && !strcmp(entry, sb->policy->builtin_dir)) {
+            if (a3s_strv_push(out, entry) < 0)
+                goto oom;
+            continue;
+        }
+        char *real = realpath(entry, NULL);
+        if (real && !a3s_path_within(real, sb->workspace) && is_dir(real)) {
+            int rc = a3s_strv_push(out, real);
+            free(real);
+            if (rc < 0)
+                goto oom;
+        } else {
+            free(real);
+            *dropped = true;
+        }
+    }
+    a3s_strv_free(&all);
+    return 0;
+oom:
+    a3s_strv_free(&all);
+    return -1;
+}
+
+static bool same_strv(const a3s_strv *a, const a3s_strv *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], b->v[i]) != 0)
+            return false;
+    return true;
+}
+
+int a3s_sandbox_roots_hold(a3s_sandbox *sb, a3s_error *err)
+{
+    char *home = NULL, *tmp = NULL;
+    a3s_strv sp = {0};
+    a3s_policy_src src = {0};
+    bool dropped;
+    int rc = -1;
+    const char *what = NULL;
+    if (host_roots(sb, &home, &tmp, err) < 0)
+        return -1;
+    if (search_path(sb, &sp, &dropped) < 0) {
+        a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        goto out;
+    }
+    if (strcmp(home, sb->home) || strcmp(tmp, sb->tmp))
+        what = "the home or temporary directory";
+    else if (!same_strv(&sp, &sb->search_path))
+        what = "the policy search path";
+    else if (sb->policy->resolve(sb->policy_spec, (const char *const *)sp.v, &src, err) < 0)
+        goto out;
+    else if (strcmp(src.path, sb->src.path) || strcmp(src.text, sb->src.text))
+        what = "the policy file";
+    if (what) {
+        a3s_fail(err, A3S_ERR_POLICY, "%s changed since the session opened: start a new "
+                 "session", what);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(home);
+    free(tmp);
+    a3s_strv_free(&sp);
+    a3s_policy_src_free(&src);
+    return rc;
 }
 
 a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine *policy,
@@ -171,22 +291,8 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
     }
 
     /* Host roots the policy hides. */
-    const char *home = a3s_sandbox_getenv(sb, "HOME");
-    if (!home || home[0] != '/') {
-        struct passwd *pw = getpwuid(getuid());
-        home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : "/nonexistent";
-    }
-    sb->home = realpath(home, NULL);
-    if (!sb->home && !(sb->home = a3s_strdup(home)))
-        goto oom;
-    const char *tmp = a3s_sandbox_getenv(sb, "TMPDIR");
-    if (!tmp || tmp[0] != '/' || !is_dir(tmp))
-        tmp = "/tmp";
-    sb->tmp = realpath(tmp, NULL);
-    if (!sb->tmp) {
-        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "temporary directory %s", tmp);
+    if (host_roots(sb, &sb->home, &sb->tmp, err) < 0)
         goto fail;
-    }
     /* HOME is where the caller's shell and tools read what they run (.bashrc, .gitconfig,
      * .ssh, .local/bin): a workspace that is HOME or holds it would let a command plant
      * what the caller runs next, outside any sandbox. Runs are refused; questions about
@@ -216,45 +322,18 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
         goto fail;
     }
 
-    /* Policy search path: explicit dirs, this installation's policies (the composition
-     * root finds them), the policy engine's built-in ones, then $A3S_SANDBOX_POLICY_PATH. */
+    /* Kept to resolve them again (a3s_sandbox_roots_hold). */
+    if (!(sb->policy_spec = a3s_strdup(opts->policy ? opts->policy : "baseline")) ||
+        (installed_policies && !(sb->installed_policies = a3s_strdup(installed_policies))))
+        goto oom;
     for (size_t i = 0; opts->policy_path && opts->policy_path[i]; i++)
-        if (a3s_strv_push(&sb->search_path, opts->policy_path[i]) < 0)
+        if (a3s_strv_push(&sb->policy_path, opts->policy_path[i]) < 0)
             goto oom;
-    if (installed_policies && a3s_strv_push(&sb->search_path, installed_policies) < 0)
+    bool dropped = false;
+    if (search_path(sb, &sb->search_path, &dropped) < 0)
         goto oom;
-    if (policy->builtin_dir && a3s_strv_push(&sb->search_path, policy->builtin_dir) < 0)
-        goto oom;
-    if (push_path_list(&sb->search_path, a3s_sandbox_getenv(sb, "A3S_SANDBOX_POLICY_PATH")) < 0)
-        goto oom;
-
-    /* A policy directory the command can write is not a policy directory: a run could
-     * rewrite what the next one enforces. Such entries leave the search path; the others
-     * are kept canonical (a link re-pointed later changes nothing), and one that does not
-     * exist now is dropped (the command could create it). The policy engine's built-in
-     * directory is no path. Each file read is checked again (policy.h guard). */
-    size_t keep = 0;
-    for (size_t i = 0; i < sb->search_path.n; i++) {
-        char *entry = sb->search_path.v[i];
-        if (policy->builtin_dir && !strcmp(entry, policy->builtin_dir)) {
-            sb->search_path.v[keep++] = entry;
-            continue;
-        }
-        char *real = realpath(entry, NULL);
-        if (real && !a3s_path_within(real, sb->workspace) && is_dir(real)) {
-            sb->search_path.v[keep++] = real;
-        } else {
-            free(real);
-        }
-        free(entry);
-    }
-
-    bool dropped = keep < sb->search_path.n;
-    sb->search_path.n = keep;
-    if (sb->search_path.v)
-        sb->search_path.v[keep] = NULL;
-    if (policy->resolve(opts->policy ? opts->policy : "baseline",
-                           (const char *const *)sb->search_path.v, &sb->src, err) < 0) {
+    if (policy->resolve(sb->policy_spec, (const char *const *)sb->search_path.v, &sb->src,
+                        err) < 0) {
         if (dropped && err && strlen(err->msg) + 120 < sizeof err->msg)
             strcat(err->msg, " (policy directories inside the workspace, or missing, are not "
                              "searched: set A3S_SANDBOX_POLICY_PATH to a copy outside it)");
@@ -419,6 +498,14 @@ int a3s_sandbox_replace_policy(a3s_sandbox *sb, const char *policy, bool allow_b
                  "allow_broadening to accept it", why, cur->name, next->name);
         goto out;
     }
+    char *spec = a3s_strdup(policy);
+    if (!spec) {
+        rc = A3S_ERR_INTERNAL;
+        a3s_fail(err, rc, "out of memory");
+        goto out;
+    }
+    free(sb->policy_spec);
+    sb->policy_spec = spec;
     a3s_policy_src_free(&sb->src);
     sb->src = next_src;
     memset(&next_src, 0, sizeof next_src);

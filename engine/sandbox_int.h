@@ -28,6 +28,9 @@ struct a3s_sandbox {
     const a3s_policy_engine *policy;
     a3s_policy_src src;
     a3s_strv search_path;
+    /* What the policy and its search path were made from (a3s_sandbox_roots_hold). */
+    char *policy_spec, *installed_policies;
+    a3s_strv policy_path;
     a3s_strv host_env;
     a3s_backend *backend; /* owned; NULL until the composition root sets one */
     char *fallback_reason; /* process-host: why the native boundary is not used */
@@ -49,13 +52,17 @@ struct a3s_sandbox {
 /* Whether the workspace is path (canonicalized) or one of its ancestors, by identity. */
 bool a3s_sandbox_ws_holds(const a3s_sandbox *sb, const char *path);
 
+/* A session's command: the host roots, the policy search path and the policy file
+ * resolve as when the sandbox was made. Else -1, A3S_ERR_POLICY: that changed. */
+int a3s_sandbox_roots_hold(a3s_sandbox *sb, a3s_error *err);
+
 /* Evaluate the current policy for a run whose scratch dir is `scratch`. */
 a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *err);
 /* The same, and what the evaluation read (*facts: NULL when the policy engine keeps no
- * such record); whether all of it still holds, so the plan would be the same. */
+ * such record); whether all of it still holds (policy.h A3S_FACTS_*). */
 a3s_plan *a3s_sandbox_compile_facts(a3s_sandbox *sb, const char *scratch,
                                     a3s_policy_facts **facts, a3s_error *err);
-bool a3s_sandbox_facts_hold(const a3s_sandbox *sb, const char *scratch,
+int a3s_sandbox_facts_check(const a3s_sandbox *sb, const char *scratch,
                             const a3s_policy_facts *facts);
 
 /* The backend's plan_check of p (0 without a backend). */

@@ -35,7 +35,8 @@
 
 struct a3s_backend_session {
     int ns[4];      /* user, mount, UTS, network (-1: the host's) */
-    int filter_fd;  /* the plan's seccomp filter (memfd), reopened per command */
+    const a3s_plan *plan; /* the session's own (borrowed: the session outlives this) */
+    int filter_fd;  /* its seccomp filter (memfd), reopened per command that runs it */
 };
 
 static void close_fd(int *fd)
@@ -135,6 +136,7 @@ int a3s_linux_session_open(a3s_backend *base, a3s_backend_run *run, a3s_backend_
     a3s_outcome o;
     memset(&o, 0, sizeof o);
     bool with_net = p->network == A3S_NET_NONE;
+    s->plan = p;
     if ((s->filter_fd = a3s_seccomp_export(&p->seccomp, err)) < 0)
         goto out;
     if (a3s_bwrap_session_args(p, run->mapped, &args, err) < 0 ||
@@ -237,9 +239,13 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
         return -1;
     }
     char path[32];
-    /* Each command reads the filter from its own open file (its own offset). */
+    /* The filter of this command's plan: the session's, read from an open file of its own
+     * (its own offset), or, for a plan evaluated again, its own. */
     snprintf(path, sizeof path, "/proc/self/fd/%d", s->filter_fd);
-    if ((filter = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    if (p != s->plan) {
+        if ((filter = a3s_seccomp_export(&p->seccomp, err)) < 0)
+            goto out;
+    } else if ((filter = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: the seccomp filter");
         goto out;
     }

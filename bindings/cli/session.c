@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,7 +38,9 @@
 
 #include "a3s_sandbox.h"
 #include "cli.h"
+#include "instdir.h"
 #include "json.h"
+#include "sandbox.h"
 #include "session_io.h"
 
 #define MAX_WORKERS 256
@@ -124,6 +127,9 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGCHLD, SIG_DFL);
+    /* A connection that sends no request within 10 s holds no worker longer. */
+    struct timeval tv = {10, 0};
+    (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (a3s_sio_recv(conn, &req, &len, fds, 3) < 0)
         _exit(EXIT_REFUSED);
     json_error_t je;
@@ -173,6 +179,30 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
     if (t) {
         c.has_timeout = true;
         c.timeout_s = json_number_value(t);
+    }
+    /* The client program is protected in its workspace as a fresh run's own program is
+     * (engine/selfguard.c): by the paths it was reached by, in this worker's copy of the
+     * sandbox, for this command only. Its own directory as the workspace, or a client
+     * that cannot be located, refuses the command. */
+    a3s_error gerr = {0};
+    json_t *gv = json_object_get(j, "guard_image");
+    int grc = 0;
+    for (int pass = 0; pass < 2 && grc == 0; pass++) {
+        json_t *list = json_object_get(j, pass ? "guard_dirs" : "guard_files");
+        size_t gi;
+        json_t *ge;
+        json_array_foreach(list, gi, ge)
+        {
+            if (grc == 0 && json_is_string(ge))
+                grc = a3s_sandbox_guard_path(sb, json_string_value(ge), pass == 1, &gerr);
+        }
+    }
+    if (grc == 0)
+        grc = a3s_sandbox_guard_home_dir(sb, json_string_value(gv), &gerr);
+    if (grc < 0) {
+        dprintf(fds[2], "a3s-sandbox: session: %s\n", gerr.msg);
+        (void)a3s_sio_send_rc(conn, EXIT_REFUSED);
+        _exit(EXIT_REFUSED);
     }
     /* The client's descriptors are this command's 0, 1 and 2. */
     for (int k = 0; k < 3; k++)
@@ -468,6 +498,17 @@ static void on_signal(int sig)
     errno = saved;
 }
 
+/* A string of the request: never one left out (json_string refuses text that is not
+ * UTF-8, and a missing argument or guard path would change what runs). */
+static json_t *req_str(const char *v)
+{
+    json_t *j = json_string(v);
+    if (!j)
+        die_usage("a session takes arguments, environment entries and paths in UTF-8 only "
+                  "('%s' is not): run this command on its own", v);
+    return j;
+}
+
 static int exec_cmd(int argc, char **argv)
 {
     if (argc < 2)
@@ -504,7 +545,7 @@ static int exec_cmd(int argc, char **argv)
         case 'e':
             if (!strchr(optarg, '='))
                 die_usage("%s", "-e needs NAME=VALUE");
-            json_array_append_new(env, json_string(optarg));
+            json_array_append_new(env, req_str(optarg));
             break;
         case 'c': command = optarg; break;
         case 'J': json_out = true; break;
@@ -517,14 +558,31 @@ static int exec_cmd(int argc, char **argv)
     if (has_argv == !!command)
         die_usage("%s", "give either -c COMMAND or -- PROGRAM [ARG...]");
     if (command) {
-        json_object_set_new(req, "command", json_string(command));
+        json_object_set_new(req, "command", req_str(command));
     } else {
         json_t *a = json_array();
         for (int i = optind; i < argc; i++)
-            json_array_append_new(a, json_string(argv[i]));
+            json_array_append_new(a, req_str(argv[i]));
         json_object_set_new(req, "argv", a);
     }
     json_object_set_new(req, "op", json_string("exec"));
+    /* Where this program lies and the names it was run by: the worker protects them in
+     * the workspace, as a fresh run protects its own (bindings/instdir.h). */
+    char *img = NULL;
+    a3s_strv gfiles = {0}, gdirs = {0};
+    if (a3s_instdir_guard_paths(&img, &gfiles, &gdirs) < 0)
+        die_usage("%s", "out of memory");
+    json_t *gf = json_array(), *gd = json_array();
+    for (size_t i = 0; i < gfiles.n; i++)
+        json_array_append_new(gf, req_str(gfiles.v[i]));
+    for (size_t i = 0; i < gdirs.n; i++)
+        json_array_append_new(gd, req_str(gdirs.v[i]));
+    json_object_set_new(req, "guard_files", gf);
+    json_object_set_new(req, "guard_dirs", gd);
+    json_object_set_new(req, "guard_image", img ? req_str(img) : json_null());
+    free(img);
+    a3s_strv_free(&gfiles);
+    a3s_strv_free(&gdirs);
     json_object_set_new(req, "env", env);
     json_object_set_new(req, "json", json_boolean(json_out));
     /* A closed 0, 1 or 2 goes as /dev/null, said so (a closed output is not mirrored). */

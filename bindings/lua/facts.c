@@ -216,12 +216,16 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx)
     }
 }
 
-bool a3s_facts_hold(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
+int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
 {
     if (!f || f->broken)
-        return false;
+        return A3S_FACTS_POLICY; /* nothing known: as if all changed */
+    int rc = A3S_FACTS_HOLD;
     for (size_t i = 0; i < f->n; i++)
-        if (!holds(&f->v[i], ctx))
-            return false;
-    return true;
+        if (!holds(&f->v[i], ctx)) {
+            if (f->v[i].kind == A3S_FACT_FILE)
+                return A3S_FACTS_POLICY;
+            rc = A3S_FACTS_HOST;
+        }
+    return rc;
 }

@@ -28,8 +28,10 @@ void a3s_facts_add(a3s_policy_facts *f, char kind, const char *arg, size_t alen,
 void a3s_facts_break(a3s_policy_facts *f);
 a3s_policy_facts *a3s_facts_new(void);
 void a3s_facts_free(a3s_policy_facts *f);
-/* Whether every recorded fact still holds on this host (guard: the evaluation's). */
-bool a3s_facts_hold(const a3s_policy_facts *f, const a3s_policy_ctx *ctx);
+/* Whether every recorded fact still holds on this host (guard: the evaluation's):
+ * A3S_FACTS_HOLD, else A3S_FACTS_POLICY when a policy file looked for changed, else
+ * A3S_FACTS_HOST (engine/policy.h). */
+int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx);
 
 /* The answers as the queries compute them (host_query.c and the replay share them). */
 int a3s_facts_glob(const char *dir, const char *prefix, char **out, size_t *len);

@@ -305,6 +305,6 @@ const a3s_policy_engine a3s_lua_policy_engine = {
     .resolve = a3s_policy_resolve,
     .eval = a3s_policy_eval,
     .eval_facts = eval_facts,
-    .facts_hold = a3s_facts_hold,
+    .facts_check = a3s_facts_check,
     .facts_free = a3s_facts_free,
 };

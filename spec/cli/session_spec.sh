@@ -214,9 +214,52 @@ check "policy module, first version: locked/ is writable" eq "$OUT" wrote-1
 printf 'return function(plan, ctx) plan:read_only(ctx.workspace .. "/locked") end\n' \
   >"$mpol/sessparts.lua"
 run_cli session exec "$mid" -c 'echo 2 > locked/two && echo wrote-2'
-check "policy module rewritten between commands: the next command runs the new rule" \
-  test "$OUT" != wrote-2 -a ! -e "$mws/locked/two"
+check "policy module rewritten between commands: the command is refused (125)" eq "$RC" 125
+check "... saying the policy changed" contains "$ERR" "start a new session"
+check "... and nothing of it ran" test ! -e "$mws/locked/two"
 "$A3S" session stop "$mid"
+
+# A policy search directory re-pointed between commands: refused, never the old module.
+sp=$(tmpdir)
+mkdir "$sp/a" "$sp/b"
+printf 'return function(plan, ctx) end\n' >"$sp/a/sessparts.lua"
+printf 'return function(plan, ctx) plan:read_only(ctx.workspace .. "/locked") end\n' \
+  >"$sp/b/sessparts.lua"
+ln -s a "$sp/dir"
+chmod -R a+rX "$sp"
+mid=$(A3S_SANDBOX_POLICY_PATH=$sp/dir "$A3S" session start -p "$mpol/top.lua" -w "$mws")
+ln -sfn b "$sp/dir"
+run_cli session exec "$mid" -c 'echo 3 > locked/three && echo wrote-3'
+check "a policy search directory re-pointed between commands: refused (125)" eq "$RC" 125
+check "... nothing of it ran" test ! -e "$mws/locked/three"
+"$A3S" session stop "$mid"
+
+# A host fact that changes the seccomp filter: the command gets the new plan's filter.
+printf 'local plan = a3s.extend("baseline", "sc")\nif a3s.host.exists("%s/lockdown") then plan:seccomp_deny({ "uname" }, "EPERM") end\nreturn plan\n' \
+  "$mpol" >"$mpol/sc.lua"
+chmod a+r "$mpol/sc.lua"
+mid=$("$A3S" session start -p "$mpol/sc.lua" -w "$mws")
+run_cli session exec "$mid" -- uname -s
+check "seccomp from a host fact, before: uname works" eq "$OUT" Linux
+touch "$mpol/lockdown"
+run_cli session exec "$mid" -- uname -s
+check "seccomp from a host fact made between commands: uname is denied as in a fresh run" \
+  not_contains "$OUT" Linux
+rm -f "$mpol/lockdown"
+"$A3S" session stop "$mid"
+
+# The client program inside the workspace: protected as a fresh run protects its own.
+cws=$(tmpdir)
+mkdir "$cws/tools"
+cp "$A3S" "$cws/tools/a3s-sandbox"
+chmod -R a+rX "$cws"
+sum=$(sha256sum <"$cws/tools/a3s-sandbox")
+cid=$("$A3S" session start -w "$cws")
+out=$("$cws/tools/a3s-sandbox" session exec "$cid" -c \
+  '{ echo evil > tools/a3s-sandbox; } 2>/dev/null && echo wrote; rm -f tools/a3s-sandbox 2>/dev/null && echo removed; mv tools t2 2>/dev/null && echo moved; true' 2>&1 </dev/null)
+check "a client in the workspace: the command can neither write, remove nor move it" eq "$out" ""
+check "... it is unchanged" eq "$(sha256sum <"$cws/tools/a3s-sandbox")" "$sum"
+"$A3S" session stop "$cid"
 
 # --- refusals -----------------------------------------------------------------------------
 ex --tty -c true
