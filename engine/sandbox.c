@@ -233,7 +233,25 @@ int a3s_sandbox_roots_hold(a3s_sandbox *sb, a3s_error *err)
         a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
         goto out;
     }
-    if (strcmp(home, sb->home) || strcmp(tmp, sb->tmp))
+    /* The workspace path must still name the directory the session opened (a fresh run
+     * -w would take whatever is there now), and still be neither HOME nor hold it. */
+    char *ws = NULL;
+    int wfd = -1;
+    struct stat wst;
+    a3s_error werr;
+    bool same_ws = a3s_wspath_open(sb->workspace, &ws, &wfd, &werr) == 0 &&
+                   fstat(wfd, &wst) == 0 && !strcmp(ws, sb->workspace) &&
+                   wst.st_dev == sb->ws_st.st_dev && wst.st_ino == sb->ws_st.st_ino;
+    if (wfd >= 0)
+        close(wfd);
+    free(ws);
+    struct passwd *pw = getpwuid(getuid());
+    const char *pw_home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    if (!same_ws)
+        what = "the workspace path";
+    else if (a3s_sandbox_ws_holds(sb, home) || a3s_sandbox_ws_holds(sb, pw_home))
+        what = "the home directory (the workspace is now it, or holds it)";
+    else if (strcmp(home, sb->home) || strcmp(tmp, sb->tmp))
         what = "the home or temporary directory";
     else if (!same_strv(&sp, &sb->search_path))
         what = "the policy search path";

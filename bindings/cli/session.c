@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -572,11 +573,22 @@ static int exec_cmd(int argc, char **argv)
     a3s_strv gfiles = {0}, gdirs = {0};
     if (a3s_instdir_guard_paths(&img, &gfiles, &gdirs) < 0)
         die_usage("%s", "out of memory");
+    /* Relative names are the kernel's from this process's directory, not the worker's:
+     * sent absolute. */
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        die_usage("session exec: the current directory: %s", strerror(errno));
     json_t *gf = json_array(), *gd = json_array();
-    for (size_t i = 0; i < gfiles.n; i++)
-        json_array_append_new(gf, req_str(gfiles.v[i]));
-    for (size_t i = 0; i < gdirs.n; i++)
-        json_array_append_new(gd, req_str(gdirs.v[i]));
+    for (int pass = 0; pass < 2; pass++) {
+        const a3s_strv *l = pass ? &gdirs : &gfiles;
+        for (size_t i = 0; i < l->n; i++) {
+            char *abs = NULL;
+            if (l->v[i][0] != '/' && asprintf(&abs, "%s/%s", cwd, l->v[i]) < 0)
+                die_usage("%s", "out of memory");
+            json_array_append_new(pass ? gd : gf, req_str(abs ? abs : l->v[i]));
+            free(abs);
+        }
+    }
     json_object_set_new(req, "guard_files", gf);
     json_object_set_new(req, "guard_dirs", gd);
     json_object_set_new(req, "guard_image", img ? req_str(img) : json_null());

@@ -143,12 +143,19 @@ bool a3s_sio_peer_trusted(int conn)
         pfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
     if (pfd < 0)
         return false;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)cr.pid);
-    struct stat theirs, ours;
-    bool ok = stat(path, &theirs) == 0 && stat("/proc/self/ns/user", &ours) == 0 &&
-              theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino &&
-              syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) == 0;
+    /* Its user and mount namespaces must be ours: the paths it sends (the guard's) and
+     * what the policy reads are resolved here, in our view of the files. */
+    bool ok = true;
+    static const char *const ns[2] = {"user", "mnt"};
+    for (int i = 0; i < 2 && ok; i++) {
+        char theirs_p[64], ours_p[64];
+        snprintf(theirs_p, sizeof theirs_p, "/proc/%ld/ns/%s", (long)cr.pid, ns[i]);
+        snprintf(ours_p, sizeof ours_p, "/proc/self/ns/%s", ns[i]);
+        struct stat theirs, ours;
+        ok = stat(theirs_p, &theirs) == 0 && stat(ours_p, &ours) == 0 &&
+             theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
+    }
+    ok = ok && syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) == 0;
     close(pfd);
     return ok;
 }

@@ -23,9 +23,10 @@ bool a3s_sio_valid_id(const char *id);
 int a3s_sio_listen(const char *path);
 int a3s_sio_connect(const char *path, int *pidfd);
 
-/* Whether the peer of a connection is the caller's uid in the caller's own user
- * namespace: a sandboxed command (always in a user namespace of its own) is not, even
- * with the same uid and the socket in reach. Fails closed: false when it cannot tell. */
+/* Whether the peer of a connection is the caller's uid in the caller's own user and
+ * mount namespaces: a sandboxed command (always in a user namespace of its own) is not,
+ * even with the same uid and the socket in reach. Fails closed: false when it cannot
+ * tell. */
 bool a3s_sio_peer_trusted(int conn);
 
 /* One frame, with n descriptors on it (send), or up to n (recv: the rest -1; buf

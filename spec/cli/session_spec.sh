@@ -260,6 +260,32 @@ out=$("$cws/tools/a3s-sandbox" session exec "$cid" -c \
 check "a client in the workspace: the command can neither write, remove nor move it" eq "$out" ""
 check "... it is unchanged" eq "$(sha256sum <"$cws/tools/a3s-sandbox")" "$sum"
 "$A3S" session stop "$cid"
+# ... also run by a relative name from a subdirectory, the session started elsewhere.
+mkdir "$cws/sub"
+ln -s "$A3S" "$cws/sub/a3s"
+cid=$(cd / && "$A3S" session start -w "$cws")
+out=$(cd "$cws/sub" && ./a3s session exec "$cid" -c \
+  'rm -f sub/a3s 2>/dev/null && echo removed; { echo evil > sub/a3s; } 2>/dev/null && echo wrote; true' 2>&1 </dev/null)
+check "a client run as ./a3s from a subdirectory: its link cannot be replaced" eq "$out" ""
+check "... it is still the link to the program" eq "$(readlink "$cws/sub/a3s")" "$A3S"
+"$A3S" session stop "$cid"
+
+# The workspace path re-pointed between commands, or turned into HOME: refused.
+rp=$(tmpdir)
+mkdir "$rp/ws" "$rp/home"
+rid=$(HOME=$rp/home "$A3S" session start -w "$rp/ws")
+mv "$rp/home" "$rp/home.old" && mv "$rp/ws" "$rp/home"
+run_cli session exec "$rid" -c 'echo planted > .gitconfig'
+check "the workspace moved to where HOME is: refused (125)" eq "$RC" 125
+check "... nothing written into that HOME" test ! -e "$rp/home/.gitconfig"
+"$A3S" session stop "$rid"
+mv "$rp/home" "$rp/ws2" && mkdir "$rp/ws3"
+rid=$("$A3S" session start -w "$rp/ws3")
+mv "$rp/ws3" "$rp/ws3.old" && mkdir "$rp/ws3"
+run_cli session exec "$rid" -c 'echo x > moved.txt'
+check "the workspace path now names another directory: refused (125)" eq "$RC" 125
+check "... nothing written in either" test ! -e "$rp/ws3/moved.txt" -a ! -e "$rp/ws3.old/moved.txt"
+"$A3S" session stop "$rid"
 
 # --- refusals -----------------------------------------------------------------------------
 ex --tty -c true
