@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -157,15 +158,50 @@ int a3s_facts_glob(const char *dir, const char *prefix, char **out, size_t *len)
     return rc;
 }
 
+/* path with "//", "." and ".." taken away by spelling alone (no lookup), into out. */
+static void lexical(const char *path, char *out, size_t n)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        size_t l = strcspn(p, "/");
+        if (l == 0)
+            break;
+        if (l == 2 && p[0] == '.' && p[1] == '.') {
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--;
+        } else if (!(l == 1 && p[0] == '.') && o + 1 + l < n) {
+            out[o++] = '/';
+            memcpy(out + o, p, l);
+            o += l;
+        }
+        out[o] = '\0';
+        p += l;
+    }
+    if (o == 0 && n > 1)
+        snprintf(out, n, "/");
+}
+
+/* A PATH entry counts only when it names its directory without a symbolic link on the
+ * way: a link can be planted by a command wherever commands write (an entry inside a
+ * workspace, such as a virtualenv's bin), and a later run, in any workspace, would then
+ * expose whatever the link points at (the baseline re-exposes the PATH directories). */
 bool a3s_facts_pathdir(const char *seg, size_t len, char *canon, size_t n)
 {
-    char s[PATH_MAX];
+    char s[PATH_MAX], lex[PATH_MAX];
     struct stat st;
     if (len == 0 || len >= sizeof s || seg[0] != '/' || n < PATH_MAX)
         return false;
     memcpy(s, seg, len);
     s[len] = '\0';
-    return realpath(s, canon) && stat(canon, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!realpath(s, canon) || stat(canon, &st) < 0 || !S_ISDIR(st.st_mode))
+        return false;
+    lexical(s, lex, sizeof lex);
+    return strcmp(lex, canon) == 0;
 }
 
 static bool same(const fact *x, bool has, const char *ans, size_t nlen)

@@ -225,7 +225,8 @@ void a3s_host_query_push_ctx(lua_State *L, const a3s_policy_ctx *c)
     lua_setfield(L, t, "env");
     lua_pop(L, 1);
 
-    /* path_dirs: absolute PATH entries that are directories, canonical, deduplicated. */
+    /* path_dirs: absolute PATH entries that are directories reached without a symbolic
+     * link (a3s_facts_pathdir), canonical, deduplicated. */
     lua_newtable(L);
     int dirs = lua_gettop(L);
     lua_newtable(L);
