@@ -63,14 +63,20 @@ typedef struct op {
     bool applied;
 } op;
 
+int a3s_setup_vfail(const char *fmt, va_list ap)
+{
+    fputs("a3s-sandbox: setup: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    return -1;
+}
+
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("a3s-sandbox: setup: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    a3s_setup_vfail(fmt, ap);
     va_end(ap);
     return -1;
 }

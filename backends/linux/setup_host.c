@@ -16,6 +16,7 @@
  *     the workspace: the command has not started), never at the path itself.
  * Nothing here reads the mount table. Any failure refuses the run. */
 #include "setup_host.h"
+#include "setup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,9 +38,7 @@ static int refuse(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("a3s-sandbox: setup: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    a3s_setup_vfail(fmt, ap);
     va_end(ap);
     return -1;
 }
