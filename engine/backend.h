@@ -167,6 +167,10 @@ typedef struct a3s_backend_ops {
     int (*session_open)(a3s_backend *be, a3s_backend_run *run, a3s_backend_session **out,
                         a3s_error *err);
     void (*session_close)(a3s_backend *be, a3s_backend_session *s);
+    /* A directory for what the engine keeps between runs (the policy digests): the
+     * caller's alone and never writable by a command. Returns its fd (O_CLOEXEC), or -1:
+     * nothing is kept (a cache miss each time). NULL: no such directory. */
+    int (*cache_open)(a3s_backend *be);
     void (*free)(a3s_backend *be);
 } a3s_backend_ops;
 
