@@ -118,7 +118,10 @@ int main(int argc, char **argv)
         free(c.grants);
         return EXIT_REFUSED;
     }
-    if (a3s_sandbox_fallback_reason(sb))
+    if (a3s_sandbox_fallback_reason(sb) && c.backend)
+        fprintf(stderr, "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: the "
+                        "process-host backend was chosen by name (--backend)\n");
+    else if (a3s_sandbox_fallback_reason(sb))
         fprintf(stderr,
                 "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "
                 "host (process-host backend) because the native boundary is unusable: %s\n",
