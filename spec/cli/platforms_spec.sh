@@ -3,7 +3,8 @@
 # `plan --backend macos-seatbelt` prints the Seatbelt profile of a hostile workspace, and
 # the SBPL checker (spec/sbpl/sbpl_check.py) finds every hostile name denied exactly; the
 # macOS backend runs nothing here and says why; an unknown platform is refused by name;
-# and the capability matrix of THREAT_MODEL.md matches what `capabilities` reports.
+# the build stops for a platform without a backend; and the capability matrix of
+# THREAT_MODEL.md matches what `capabilities` reports.
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip_all "python3 is needed for the SBPL checker"
 src=${A3S_SOURCE_DIR:?A3S_SOURCE_DIR must point at the source tree}
@@ -67,6 +68,17 @@ check "  the known backends are linux-bwrap, macos-seatbelt, process-host" \
 run_cli capabilities --backend process-host -w "$ws"
 check "process-host by name without the opt-in is refused (125)" eq "$RC" 125
 check "  naming the opt-in" contains "$ERR" "--allow-process-host"
+
+# --- the build refuses other platforms before it looks for a compiler -------------------------
+# (A source tree only: the unprivileged mode stages the docs and specs, not the build.)
+if command -v cmake >/dev/null && [ -f "$src/CMakeLists.txt" ]; then
+  b=$(tmpdir)
+  res=$(cmake -S "$src" -B "$b/build" -DCMAKE_SYSTEM_NAME=Windows 2>&1)
+  rc=$?
+  check "configuring for Windows fails" test "$rc" -ne 0
+  check "  naming the unsupported platform" contains "$(tr -s ' \n' '  ' <<<"$res")" \
+    "unsupported platform 'Windows': it builds on Linux"
+fi
 
 # --- the capability matrix of THREAT_MODEL.md ------------------------------------------------
 run_cli capabilities -w "$ws"
