@@ -5,6 +5,7 @@
  * host text: a newline in a name would end the comment. */
 #include "sbpl.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,13 +80,13 @@ static void put_re(buf *b, const char *s, bool ci)
 
 /* macOS reaches /tmp, /var and /etc through links to /private/...; Seatbelt matches the
  * resolved path. A deny names both spellings (an allow never gets a second one). */
-static const char *private_twin(const char *path)
+static bool has_private_twin(const char *path)
 {
     static const char *const linked[] = {"/tmp", "/var", "/etc"};
     for (size_t i = 0; i < sizeof linked / sizeof linked[0]; i++)
         if (a3s_path_within(path, linked[i]))
-            return "/private";
-    return NULL;
+            return true;
+    return false;
 }
 
 /* (ACTION OPS (subpath "P")), with the /private twin for a deny. */
@@ -97,7 +98,7 @@ static void rule(buf *b, const char *action, const char *ops, const char *path)
     put(b, ops);
     put(b, " (subpath ");
     put_str(b, path);
-    if (!strcmp(action, "deny") && private_twin(path)) {
+    if (!strcmp(action, "deny") && has_private_twin(path)) {
         put(b, ") (subpath ");
         char *twin = NULL;
         if (asprintf(&twin, "/private%s", path) < 0) {
