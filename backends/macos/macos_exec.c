@@ -106,15 +106,20 @@ static int drain(int *fd, int stream, a3s_capture *cap, const a3s_run_io *io)
     return 1;
 }
 
-/* Supervise pid (its group) until both pipes closed and it exited, or the deadline. */
+/* Supervise pid (its group) until both pipes closed and it exited, or the deadline. Once
+ * the group is killed, the leader's exit ends the wait: a process that left the group
+ * (setsid) and holds a pipe open is not waited for. */
 static void supervise(pid_t pid, int fds[2], const a3s_run_io *io, a3s_outcome *o)
 {
     unsigned long long deadline = a3s_now_ms() + (unsigned long long)io->timeout_ms;
-    bool killed = false;
-    while (fds[0] >= 0 || fds[1] >= 0) {
+    bool killed = false, reaped = false;
+    int st = 0;
+    while ((fds[0] >= 0 || fds[1] >= 0) && !reaped) {
         struct pollfd p[3] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}, {io->cancel_fd, POLLIN, 0}};
         unsigned long long now = a3s_now_ms();
         int wait = now >= deadline ? 0 : (int)(deadline - now > 1000 ? 1000 : deadline - now);
+        if (killed)
+            wait = 100; /* only the leader's exit is waited for now */
         int r = poll(p, io->cancel_fd >= 0 ? 3 : 2, wait);
         if (r < 0 && errno != EINTR)
             break;
@@ -131,9 +136,13 @@ static void supervise(pid_t pid, int fds[2], const a3s_run_io *io, a3s_outcome *
                 o->aborted = killed = true;
                 (void)killpg(pid, SIGKILL);
             }
+        if (killed && waitpid(pid, &st, WNOHANG) == pid)
+            reaped = true;
     }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    for (int k = 0; k < 2; k++)
+        if (fds[k] >= 0)
+            (void)close(fds[k]);
+    while (!reaped && waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     (void)killpg(pid, SIGKILL); /* whatever of the group outlived its leader */
     o->wait_status = st;
