@@ -542,6 +542,12 @@ void a3s_pins_release(a3s_pins *pins)
             (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true, NULL);
             forget_workspace(pins->statefd, pins->key, pins->lockfd);
         }
+    } else if (pins->lockfd >= 0) {
+        /* The mutex stays taken (a holder stopped with SIGSTOP): the pins stay for a
+         * later sweep, but what this run's command did to the root goes now all the
+         * same. Restoring only narrows (wsattrs.c) and the record was written before this
+         * run began: safe without the mutex. */
+        (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, false, NULL);
     }
     pins_free(pins); /* unlocks the holder byte and the mutex */
 }

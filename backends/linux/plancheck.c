@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -79,26 +80,68 @@ static int check_paths(const a3s_backend_host *h, const a3s_plan *p, a3s_error *
     return 0;
 }
 
-/* No writable rule may cover or lie in the sandbox's state directory (where it may be:
- * under the state root or the fallback one): it holds what later runs act on and trust, the records
- * of what to remove and the cached policy digests. A command that could write there could
- * forge them. */
+/* path with every symbolic link resolved: its longest existing prefix through realpath,
+ * the rest as written (it does not exist: no link below it yet). False: not resolvable. */
+static bool canonical(const char *path, char out[PATH_MAX])
+{
+    if (realpath(path, out))
+        return true;
+    if (errno != ENOENT && errno != ENOTDIR)
+        return false;
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return false; /* "/x" missing: "/" exists, so this is not ENOENT */
+    char parent[PATH_MAX];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof parent)
+        return false;
+    memcpy(parent, path, n);
+    parent[n] = '\0';
+    char base[PATH_MAX];
+    if (!canonical(parent, base))
+        return false;
+    int w = snprintf(out, PATH_MAX, "%s%s", strcmp(base, "/") ? base : "", slash);
+    return w > 0 && w < PATH_MAX;
+}
+
+/* No writable rule may reach the sandbox's state directory, whichever spelling it uses:
+ * it holds what later runs act on and trust (the records of what to remove, the policy
+ * digests), and a command that could write there could forge them. The directory may be
+ * under /tmp, TMPDIR or the fallback root; each is compared resolved, and a writable
+ * root outside the workspace and the scratch dir must be spelled as it is (no symbolic
+ * link on its way: what is checked here is then what is mounted). */
 static int check_state_dir(const a3s_backend_host *h, const a3s_plan *p, a3s_error *err)
 {
-    char pb[1024], dirs[2][PATH_MAX];
-    const char *roots[] = {a3s_stale_root(h->tmp), a3s_stale_fallback_root()};
-    for (size_t k = 0; k < 2; k++) {
-        int n = snprintf(dirs[k], sizeof dirs[k], "%s%sa3s-sandbox-state-%lu", roots[k],
-                         strcmp(roots[k], "/") ? "/" : "", (unsigned long)geteuid());
-        if (n < 0 || (size_t)n >= sizeof dirs[k])
+    char pb[1024], dirs[3][PATH_MAX], canon[PATH_MAX];
+    const char *roots[3] = {a3s_stale_root(h->tmp), h->tmp ? h->tmp : "/tmp",
+                            a3s_stale_fallback_root()};
+    size_t nd = 0;
+    for (size_t k = 0; k < 3; k++) {
+        if (!canonical(roots[k], canon))
+            continue; /* a root that cannot be resolved holds no state of ours */
+        int n = snprintf(dirs[nd], sizeof dirs[nd], "%s/a3s-sandbox-state-%lu",
+                         strcmp(canon, "/") ? canon : "", (unsigned long)geteuid());
+        if (n < 0 || (size_t)n >= sizeof dirs[nd])
             return a3s_fail(err, A3S_ERR_POLICY, "plan: state directory path too long");
+        nd++;
     }
     for (size_t i = 0; i < p->nfs; i++) {
         const a3s_fs_rule *r = &p->fs[i];
         if (r->kind != A3S_FS_RW || !r->path)
             continue;
-        for (size_t k = 0; k < 2; k++)
-            if (a3s_path_within(dirs[k], r->path) || a3s_path_within(r->path, dirs[k]))
+        bool ours = (p->workspace && a3s_path_within(r->path, p->workspace)) ||
+                    (p->scratch && a3s_path_within(r->path, p->scratch));
+        if (!canonical(r->path, canon))
+            return a3s_fail_errno(err, A3S_ERR_POLICY, errno,
+                                  "plan: writable root %s (%s) cannot be resolved", r->path,
+                                  prov_str(&r->prov, r->discovered, pb, sizeof pb));
+        if (!ours && strcmp(canon, r->path) != 0)
+            return a3s_fail(err, A3S_ERR_POLICY,
+                            "plan: writable root %s (%s) is reached through a symbolic link "
+                            "(it is %s); write it as it is",
+                            r->path, prov_str(&r->prov, r->discovered, pb, sizeof pb), canon);
+        for (size_t k = 0; k < nd; k++)
+            if (a3s_path_within(dirs[k], canon) || a3s_path_within(canon, dirs[k]))
                 return a3s_fail(err, A3S_ERR_POLICY,
                                 "plan: writable root %s (%s) would expose the sandbox's state "
                                 "directory %s, which is never writable by a command",

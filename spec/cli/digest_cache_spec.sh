@@ -40,6 +40,11 @@ check "the cache directory is the caller's alone (0700)" \
 run_cli -w "$ws" --policy cached --json -- true
 check "a run reports the same digest" contains "$OUT" "\"policy_digest\":\"$d_full\""
 
+# An approval (the digest with a grant) of this policy as it is now.
+a1=$("$A3S" digest -w "$ws" --policy cached --grant example.com:443 2>/dev/null </dev/null)
+run_cli -w "$ws" --policy cached --grant-digest "$a1" --grant example.com:443 -- true
+check "control: the approval runs the policy it was given for" eq "$RC" 0
+
 # The required module changes: the kept digest no longer stands.
 printf 'return { timeout_ms = 62000 }\n' >"$pd/cachedmod.lua"
 d_new_full=$(full_digest)
@@ -47,8 +52,12 @@ d_new=$(kept_digest)
 check "module changed: the full evaluation's digest changed" test "$d_new_full" != "$d_full"
 check "module changed: the digest is the new full evaluation's, not the kept one" \
   eq "$d_new" "$d_new_full"
-run_cli -w "$ws" --policy cached --grant-digest "$d_full" --grant example.com:443 -- true
+run_cli -w "$ws" --policy cached --grant-digest "$a1" --grant example.com:443 -- true
 check "module changed: the old approval no longer runs (125)" eq "$RC" 125
+check "module changed: refused for the approval" contains "$ERR" "digest"
+a2=$("$A3S" digest -w "$ws" --policy cached --grant example.com:443 2>/dev/null </dev/null)
+run_cli -w "$ws" --policy cached --grant-digest "$a2" --grant example.com:443 -- true
+check "module changed: a new approval runs it" eq "$RC" 0
 # A module that appears earlier on the search path takes over: a miss as well.
 pd0=$(tmpdir)
 chmod 0755 "$pd0"
@@ -124,14 +133,40 @@ bp=$(tmpdir)
 chmod 0755 "$bp"
 printf 'local plan = a3s.extend("baseline", "statewide")\nplan:writable("%s", { broaden = true })\nreturn plan\n' "$state" >"$bp/statewide.lua"
 printf 'local plan = a3s.extend("baseline", "stateonly")\nplan:writable("%s", { broaden = true, optional = true })\nreturn plan\n' "$cache" >"$bp/stateonly.lua"
+tag="forged-$$-$RANDOM"
 for p in statewide stateonly; do
-  before=$(ls -A "$cache" | sort | md5sum)
-  run_cli -w "$ws" --policy "$bp/$p.lua" -c "echo forged > '$cache/x'; echo ran"
+  run_cli -w "$ws" --policy "$bp/$p.lua" -c "echo forged > '$cache/$tag'; echo ran"
   check "$p: a writable rule over the state directory is refused (125)" eq "$RC" 125
   check "$p: the error names the state directory" contains "$ERR" "state directory"
   check "$p: the command never ran" not_contains "$OUT" "ran"
-  check "$p: nothing written there" eq "$(ls -A "$cache" | sort | md5sum)" "$before"
+  check "$p: nothing written there" test ! -e "$cache/$tag"
   run_cli check "$bp/$p.lua" -w "$ws"
   check "$p: check refuses it too" eq "$RC" 125
 done
+# Other spellings of the same directory: through a symbolic link on the way, a link to
+# it, and the state directory that TMPDIR would hold.
+links=$(tmpdir)
+ln -s /tmp "$links/tmplink"
+ln -s "$state" "$links/statelink"
+tb=$(tmpdir)
+printf 'local plan = a3s.extend("baseline", "vialink")\nplan:writable("%s", { broaden = true })\nreturn plan\n' "$links/tmplink/$(basename "$state")" >"$bp/vialink.lua"
+printf 'local plan = a3s.extend("baseline", "tolink")\nplan:writable("%s", { broaden = true })\nreturn plan\n' "$links/statelink" >"$bp/tolink.lua"
+printf 'local plan = a3s.extend("baseline", "intmpdir")\nplan:writable("%s", { broaden = true, optional = true })\nreturn plan\n' "$tb/$(basename "$state")" >"$bp/intmpdir.lua"
+for p in vialink tolink intmpdir; do
+  case $p in
+    vialink) target="$links/tmplink/$(basename "$state")/digests/$tag" ;;
+    tolink) target="$links/statelink/digests/$tag" ;;
+    intmpdir) target="$tb/$(basename "$state")/$tag"; mkdir -p "$tb/$(basename "$state")" ;;
+  esac
+  if [ "$p" = intmpdir ]; then
+    OUT=$(TMPDIR="$tb" "$A3S" -w "$ws" --policy "$bp/$p.lua" -c "echo forged > '$target'; echo ran" 2>"$tb/err" </dev/null); RC=$?
+    ERR=$(cat "$tb/err")
+  else
+    run_cli -w "$ws" --policy "$bp/$p.lua" -c "echo forged > '$target'; echo ran"
+  fi
+  check "$p: refused (125)" eq "$RC" 125
+  check "$p: the command never ran" not_contains "$OUT" "ran"
+  check "$p: nothing written in the state directory" test ! -e "$target"
+done
+check "vialink: the error says the writable root goes through a link" contains "$(run_cli -w "$ws" --policy "$bp/vialink.lua" -- true; echo "$ERR")" "symbolic link"
 finish

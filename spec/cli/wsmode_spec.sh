@@ -48,4 +48,36 @@ touch "$ws/go"
 wait "$a"
 check "the owner's chmod 700 during a run is not undone (restores only narrow)" \
   eq "$(stat -c %a "$ws")" 700
+# --- a holder that never lets go of the workspace's mutex ------------------------------------
+# A run stopped (SIGSTOP) while it holds the mutex, here a read lock the spec takes on it
+# as a run's scan does. The release of the run that made the root 0777 gives up on the
+# mutex after about 10 s: its pins stay for a later sweep, but the root's mode must be
+# restored all the same.
+ws=$(tmpdir)
+chmod 0755 "$ws"
+state="/tmp/a3s-sandbox-state-$(id -u)"
+python3 - "$ws" "$state" <<'PY' &
+import fcntl, os, sys, time
+ws, state = sys.argv[1:3]
+for _ in range(400):  # the command runs: its run holds the workspace
+    if os.path.exists(os.path.join(ws, "opened")):
+        break
+    time.sleep(0.05)
+st = os.stat(ws)
+fd = os.open(f"{state}/ws-{st.st_dev:x}-{st.st_ino:x}.lock", os.O_RDONLY)
+fcntl.lockf(fd, fcntl.LOCK_SH, 1, 0)  # the mutex byte, read-locked until killed
+open(os.path.join(ws, "locked"), "w").close()  # the command may end now
+time.sleep(120)
+PY
+holder=$!
+"$A3S" -w "$ws" -t 60 -c 'chmod 0777 . && touch opened && while [ ! -e locked ]; do sleep 0.05; done' \
+  >/dev/null 2>&1 </dev/null
+rc=$?
+check "stuck mutex: the run itself succeeded" eq "$rc" 0
+check "stuck mutex: the root is 0755 again when the run returns" eq "$(stat -c %a "$ws")" 755
+{ kill "$holder"; wait "$holder"; } 2>/dev/null
+"$A3S" -w "$ws" -- true >/dev/null 2>&1 </dev/null
+check "stuck mutex: the next run removes the pins left behind" \
+  eq "$(ls -A "$ws" | grep -v -e '^opened$' -e '^locked$')" ""
+
 finish
