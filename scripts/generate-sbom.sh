@@ -150,7 +150,8 @@ def static_deps(name):
     link = os.path.join(build, "CMakeFiles", f"{name}.dir", "link.txt")
     if not os.path.isfile(link):
         die(f"{name} is static and {link} is missing (a Makefile build is needed to trace its link)")
-    argv = shlex.split(open(link).read())
+    with open(link) as lf:
+        argv = shlex.split(lf.read())
     if "-o" not in argv:
         die(f"no -o in {link}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,14 +208,15 @@ for f, ctype, what, installed in own:
     with open(path, "rb") as fh:
         data = fh.read()
     deps += [ref_of[h] for h in helpers if h != f and images[h] in data]
-    link = os.path.join(build, "CMakeFiles")
-    for d in os.listdir(link):
-        lt = os.path.join(link, d, "link.txt")
-        if not os.path.isfile(lt):
+    # The project's static libraries that the build's link command of f names.
+    for target in os.listdir(os.path.join(build, "CMakeFiles")):
+        link_txt = os.path.join(build, "CMakeFiles", target, "link.txt")
+        if not os.path.isfile(link_txt):
             continue
-        words = shlex.split(open(lt).read())
+        with open(link_txt) as lf:
+            words = shlex.split(lf.read())
         if "-o" in words and words[words.index("-o") + 1] == f:
-            deps += [ref_of[a] for a in words if a.endswith(".a") and a in ref_of]
+            deps += [ref_of[w] for w in words if w.endswith(".a") and w in ref_of]
     dependencies.append({"ref": ref_of[f], "dependsOn": sorted(dict.fromkeys(deps))})
 
 components += sorted(packages.values(), key=lambda c: c["name"])
