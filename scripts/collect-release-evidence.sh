@@ -88,7 +88,7 @@ if [ -n "$test_log" ]; then
   take "$test_log" test.log
   test_source="given with --test-log ($(basename "$test_log"))"
 else
-  echo "collect-release-evidence: running scripts/test.sh $* (the whole suite: about 10 minutes)" >&2
+  echo "collect-release-evidence: running scripts/test.sh $* (the whole suite, without arguments, takes about 10 minutes)" >&2
   rc=0
   A3S_BUILD_DIR=$build "$here/scripts/test.sh" "$@" >"$out/test.log" 2>&1 || rc=$?
   test_source="scripts/test.sh $*, run by this script (exit $rc;"
@@ -171,10 +171,10 @@ others=$(cd "$out" && find . -type f | sed 's|^\./||' | LC_ALL=C sort |
   echo "| --- | --- |"
   echo "| \`versions.txt\` | compiler, cmake, bubblewrap, libseccomp, Lua, jansson, nettle, kernel, OS |"
   echo "| \`capabilities.json\` | \`a3s-sandbox capabilities\` on the collecting host |"
-  echo "| \`test.log\` | the test run: $test_source |"
+  echo "| \`test.log\` | the test run: ${test_source//|/\\|} |"
   echo "| \`test-summary.txt\` | $(head -1 "$out/test-summary.txt"); $(sed -n 4p "$out/test-summary.txt") |"
   echo "| \`attack-summary.txt\` | $(head -1 "$out/attack-summary.txt") |"
-  echo "| \`bench.txt\` | scripts/bench.sh: $bench_source |"
+  echo "| \`bench.txt\` | scripts/bench.sh: ${bench_source//|/\\|} |"
   echo "| \`sbom.cdx.json\` | CycloneDX 1.5 SBOM of the build (scripts/generate-sbom.sh) |"
   echo "| \`SHA256SUMS\` | SHA-256 of every other file here |"
   echo "| \`SHA256SUMS.minisig\` | minisign signature of SHA256SUMS |"
