@@ -23,7 +23,9 @@ mkdir "$w/ctest"
 printf 'subdirs("%s/spec")\n' "$build" >"$w/ctest/CTestTestfile.cmake"
 (cd "$w" && ctest --test-dir "$w/ctest" -R '^(unit\.json|cli\.escape_spec\.caller)$') \
   >"$w/test.log" 2>&1
-check "the small ctest run passes" eq "$?" 0
+rc=$?
+check "the small ctest run passes" eq "$rc" 0
+[ "$rc" -eq 0 ] || tail -n 30 "$w/test.log" | sed 's/^/#   /'
 summary=$(grep -E '^[0-9]+% tests passed' "$w/test.log")
 check "... and ends with its summary ($summary)" eq "$summary" \
   "100% tests passed, 0 tests failed out of 2"
