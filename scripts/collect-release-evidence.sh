@@ -19,7 +19,10 @@
 # tests than the build has) is said to be one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { # the comment at the top; exit status $1 (default 2)
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
+  exit "${1:-2}"
+}
 die() { echo "collect-release-evidence: $*" >&2; exit 1; }
 
 build=${A3S_BUILD_DIR:-$here/build} test_log="" bench_log="" rounds=40 key=${A3S_MINISIGN_KEY:-}
@@ -31,7 +34,7 @@ while [ $# -gt 0 ]; do
     --bench-log) [ $# -ge 2 ] || usage; bench_log=$2; shift 2 ;;
     --bench-rounds) [ $# -ge 2 ] || usage; rounds=$2; shift 2 ;;
     --key) [ $# -ge 2 ] || usage; key=$2; shift 2 ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     --) shift; break ;;
     -*) echo "collect-release-evidence: unknown option $1" >&2; usage ;;
     *) [ -z "$out" ] || usage; out=$1; shift ;;

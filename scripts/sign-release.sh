@@ -15,7 +15,10 @@
 # The public key is published apart from the release (a key inside the directory it
 # signs proves nothing).
 set -euo pipefail
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { # the comment at the top; exit status $1 (default 2)
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
+  exit "${1:-2}"
+}
 
 mode=sign key=${A3S_MINISIGN_KEY:-} pub=${A3S_MINISIGN_PUB:-}
 while [ $# -gt 0 ]; do
@@ -23,7 +26,7 @@ while [ $# -gt 0 ]; do
     --verify) mode=verify; shift ;;
     --key) [ $# -ge 2 ] || usage; key=$2; shift 2 ;;
     --pubkey) [ $# -ge 2 ] || usage; pub=$2; shift 2 ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     --) shift; break ;;
     -*) echo "sign-release: unknown option $1" >&2; usage ;;
     *) break ;;
