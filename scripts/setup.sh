@@ -5,10 +5,11 @@ set -euo pipefail
 # clang and its runtime libraries (libFuzzer) build the parser fuzzer (scripts/test.sh);
 # strace kills the CLI at chosen syscalls in the fault-injection spec and shows that every
 # child of the CLI execs (mediator_process spec); procps' pgrep finds the mediator;
-# man-db and groff-base render the man pages (manpage spec).
+# man-db and groff-base render the man pages (manpage spec); minisign signs and verifies
+# the release checksums (scripts/sign-release.sh, release spec).
 PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
       lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl clang
-      libclang-rt-dev strace procps man-db groff-base)
+      libclang-rt-dev strace procps man-db groff-base minisign)
 
 missing=()
 for p in "${PKGS[@]}"; do
