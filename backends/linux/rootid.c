@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,22 @@ static int write_file(const char *path, const char *text)
     close(fd);
     errno = e;
     return rc;
+}
+
+/* In a forked child: every fd above stderr but keep closed (async-signal-safe only). */
+static void close_all_but(int keep)
+{
+    if (keep > 3 && syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) < 0)
+        goto one_by_one;
+    if (syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
+        return;
+one_by_one:;
+    struct rlimit rl;
+    int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur
+                                                                          : 65536;
+    for (int fd = 3; fd < max; fd++)
+        if (fd != keep)
+            (void)close(fd);
 }
 
 /* A user namespace with `map` as both its uid and gid map; returns its fd. */
@@ -50,8 +67,11 @@ static int make_userns(const char *map, a3s_error *err)
         return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot create a user namespace");
     }
     if (pid == 0) {
+        /* Nothing of the host process's but its own pipe end: this child never execs,
+         * so a copy it kept of another thread's pipe (that thread's own namespace child
+         * waiting for it to close) would wait on us as we wait on it. */
+        close_all_but(p[0]);
         char c;
-        close(p[1]);
         while (read(p[0], &c, 1) < 0 && errno == EINTR)
             ;
         _exit(0);

@@ -224,6 +224,38 @@ static void scen_stdin_data(a3s_sandbox *sb)
     free(d);
 }
 
+/* Threads of one host, each with a sandbox of its own, running at once: nothing one
+ * run makes may hold another up (a forked child that never execs must keep no copy of
+ * another thread's pipes: two such children waited on each other for good). */
+static void *thread_runs(void *arg)
+{
+    (void)arg;
+    const char *cmd[] = {"true", marker, NULL};
+    for (int i = 0; i < 15; i++) {
+        a3s_sandbox *sb = open_sandbox(); /* made anew: its setup forks too */
+        a3s_exec_request req = A3S_EXEC_REQUEST_INIT;
+        req.argv = cmd;
+        a3s_result r;
+        if (sb && run_ok(sb, &req, &r, "a thread's run") == 0)
+            a3s_result_free(&r);
+        a3s_sandbox_free(sb);
+    }
+    return NULL;
+}
+
+static void scen_threads(a3s_sandbox *sb)
+{
+    (void)sb;
+    pthread_t th[4];
+    int n = 0;
+    for (; n < 4; n++)
+        if (pthread_create(&th[n], NULL, thread_runs, NULL) != 0)
+            break;
+    expect(n == 4, "4 threads started (%d)", n);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
 /* The same through a session (a3s_session_*): 1 MiB of stdin_data to commands that read
  * none or one byte of it, each a command of one session; then the session is closed
  * (nothing of it may be left: checked after every scenario). */
@@ -716,6 +748,7 @@ int main(int argc, char **argv)
         {"mirror: reader reads a line and goes away", scen_mirror_closed},
         {"mirror: reader gone before the run", scen_mirror_no_reader},
         {"mirror: normal run, 1 MiB stdin, both streams", scen_mirror_normal},
+        {"threads: 4 at once, 15 runs each in a sandbox of its own", scen_threads},
     };
     static const scenario shared_fd[] = {
         {"mirror: one fd for both streams", scen_mirror_shared_fd},
