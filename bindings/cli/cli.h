@@ -14,7 +14,7 @@
 #define EXIT_OUTPUT_CLOSED (128 + SIGPIPE) /* what a shell pipeline reports */
 
 typedef struct cli {
-    const char *cmd; /* run, probe, plan, digest, capabilities, check */
+    const char *cmd; /* run, probe, plan, digest, capabilities, check, serve */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
     double timeout_s;
     bool has_timeout, json, allow_process_host, allow_host_root, explain, verbose, neutral, tty;

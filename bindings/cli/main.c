@@ -15,6 +15,7 @@
 
 #include "a3s_sandbox.h"
 #include "cli.h"
+#include "serve.h"
 #include "tty.h"
 #include "json.h"
 #include "trace.h"
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
     json_errors = cli_argv_wants_json(argc, argv);
     cli_parse(&c, argc, argv);
     verbose = c.verbose;
+    if (!strcmp(c.cmd, "serve"))
+        return cli_serve_main(&c); /* a sandbox of its own for each request */
     /* A vanished reader of our stdout must not kill the supervisor mid-run. */
     signal(SIGPIPE, SIG_IGN);
 
