@@ -1,6 +1,7 @@
 /* a3s-sandbox serve: newline-delimited JSON requests on stdin, answers on stdout
  * (docs/PROTOCOL.md). serve_req.c reads one request line into a checked request (no I/O:
- * the fuzzer drives it alone); serve.c runs the loop and the requests. */
+ * the unit test drives it alone); serve.c runs the loop and a worker process per request;
+ * serve_worker.c runs one request in its worker. */
 #ifndef A3S_SERVE_H
 #define A3S_SERVE_H
 
@@ -10,9 +11,11 @@
 
 #include <jansson.h>
 
+#include "a3s_sandbox.h"
+
 /* Limits of the protocol (docs/PROTOCOL.md "Limits"). */
 #define A3S_SERVE_MAX_LINE (1024 * 1024) /* bytes of one request line, without its '\n' */
-#define A3S_SERVE_MAX_INFLIGHT 16        /* requests running at once */
+#define A3S_SERVE_MAX_INFLIGHT 16        /* requests running at once (a worker each) */
 #define A3S_SERVE_MAX_ID 256             /* bytes of a string id */
 #define A3S_SERVE_MAX_CHUNK 65536        /* bytes of data in one output event */
 
@@ -55,5 +58,17 @@ void a3s_serve_req_free(a3s_serve_req *r);
 /* `a3s-sandbox serve` with its parsed options (cli.h); returns the exit status. */
 struct cli;
 int cli_serve_main(const struct cli *c);
+
+/* serve_worker.c. The answer line (with its '\n', malloc'd; NULL on ENOMEM) about the
+ * request id (NULL: json null): {"id","ok":true,"result"} when result is given (not
+ * stolen), else {"id","ok":false,"error":{"code","message"}}. */
+char *a3s_serve_answer(const json_t *id, json_t *result, const char *code, const char *message);
+/* A sandbox with the server's options and, when r is given, the request's grants. */
+a3s_sandbox *a3s_serve_sandbox(const struct cli *c, const a3s_serve_req *r, bool defer,
+                               a3s_error *err);
+/* Runs request r in this (forked, single-threaded) worker: answers as tagged lines on
+ * out ('E' an event, 'F' the final message); a byte on cancel_fd kills an exec's tree
+ * ('c' a cancel request, 's' the server ending). Returns the worker's exit status. */
+int a3s_serve_worker(const struct cli *c, const a3s_serve_req *r, int out, int cancel_fd);
 
 #endif

@@ -30,6 +30,7 @@ docs=(
   "bindings/lua/README.md 0"
   "backends/linux/README.md 0"
   "backends/host/README.md 0"
+  "docs/PROTOCOL.md 1"
 )
 
 # Writes each marked block of $1 to $2/N and prints "N KIND LINE ARG" per block (KIND

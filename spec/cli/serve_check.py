@@ -270,7 +270,20 @@ def requests(ws):
             "stdin_base64": base64.b64encode(data).decode()})
     r = result_of(s.until_final(5))
     assert bytes.fromhex(r["stdout"].replace("\n", "").replace(" ", "")) == data, r["stdout"]
-    # 16 running at once; the 17th and a duplicate id are refused at once.
+    # 16 running at once; the 17th and a duplicate id are refused at once. (A failure
+    # still releases them: the file they wait for is made whatever happens.)
+    try:
+        busy(s, ws)
+    finally:
+        open(os.path.join(ws, "go2"), "w").close()
+    # End of input with an exec running: it finishes, then the server exits 0.
+    s.send({"id": 6, "op": "exec", "command": "sleep 0.5; echo late"})
+    rc, rest = s.close()
+    lines = [json.loads(x) for x in rest.splitlines()]
+    assert rc == 0 and lines[-1]["id"] == 6 and lines[-1]["result"]["stdout"] == "late\n", (rc, lines)
+
+
+def busy(s, ws):
     for i in range(16):
         s.send({"id": "w%d" % i, "op": "exec", "timeout": 120,
                 "command": "while [ ! -e go2 ]; do sleep 0.05; done"})
@@ -285,11 +298,46 @@ def requests(ws):
         m = s.read()
         assert m["ok"] is True and m["result"]["exit_code"] == 0, m
         done.add(m["id"])
-    # End of input with an exec running: it finishes, then the server exits 0.
-    s.send({"id": 6, "op": "exec", "command": "sleep 0.5; echo late"})
+    # A final message read means its slot is free again: one more runs at once.
+    s.send({"id": "w0", "op": "exec", "argv": ["true"]})
+    assert result_of(s.until_final("w0"))["exit_code"] == 0
+
+
+def signalled(ws):
+    """SIGTERM to the server: the running exec's tree is killed, its final message is
+    written (aborted), and the server exits 128 + 15."""
+    marker = "31338.%d" % os.getpid()
+    s = Server(ws)
+    s.send({"id": 1, "op": "exec", "command": "sleep %s & echo started; wait" % marker})
+    events = []
+    while not any(e.get("data") == "started\n" for e in events):
+        events.append(s.read())
+    s.p.send_signal(15)
+    f = s.until_final(1)
+    assert f["ok"] is False and f["error"]["code"] == "aborted", f
     rc, rest = s.close()
-    lines = [json.loads(x) for x in rest.splitlines()]
-    assert rc == 0 and lines[-1]["id"] == 6 and lines[-1]["result"]["stdout"] == "late\n", (rc, lines)
+    assert rc == 128 + 15 and rest == b"", (rc, rest)
+    left = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True, text=True)
+    assert left.stdout == "", "processes left: %s" % left.stdout
+
+
+def reader_gone(ws):
+    """A client that stops reading and goes away: the running commands are killed and
+    the server exits 141, without a request or the end of its input."""
+    marker = "31339.%d" % os.getpid()
+    s = Server(ws)
+    s.send({"id": 1, "op": "exec", "command": "sleep %s & echo started; wait" % marker})
+    events = []
+    while not any(e.get("data") == "started\n" for e in events):
+        events.append(s.read())
+    s.p.stdout.close()
+    s.send({"id": 2, "op": "probe"})  # its answer finds no reader
+    rc = s.p.wait(timeout=120)
+    assert rc == 141, rc
+    left = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True, text=True)
+    assert left.stdout == "", "processes left: %s" % left.stdout
+    s.p.stdin.close()
+    s.p.stderr.close()
 
 
 if __name__ == "__main__":
