@@ -5,10 +5,11 @@ set -euo pipefail
 # clang and its runtime libraries (libFuzzer) build the parser fuzzer (scripts/test.sh);
 # strace kills the CLI at chosen syscalls in the fault-injection spec and shows that every
 # child of the CLI execs (mediator_process spec); procps' pgrep finds the mediator;
-# man-db and groff-base render the man pages (manpage spec).
+# man-db and groff-base render the man pages (manpage spec); python3 and nodejs run the
+# clients of `a3s-sandbox serve` and their tests.
 PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
       lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl clang
-      libclang-rt-dev strace procps man-db groff-base)
+      libclang-rt-dev strace procps man-db groff-base nodejs)
 
 missing=()
 for p in "${PKGS[@]}"; do
