@@ -8,6 +8,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 
 CLI = os.environ["A3S_CLI"]
 
@@ -319,6 +320,29 @@ def signalled(ws):
     assert rc == 128 + 15 and rest == b"", (rc, rest)
     left = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True, text=True)
     assert left.stdout == "", "processes left: %s" % left.stdout
+
+
+def server_killed(ws):
+    """The server killed outright (SIGKILL): every running command dies with it."""
+    marker = "31340.%d" % os.getpid()
+    s = Server(ws)
+    for i in range(3):
+        s.send({"id": i, "op": "exec", "command": "sleep %s & echo started; wait" % marker})
+    started = 0
+    while started < 3:
+        started += s.read().get("data") == "started\n"
+    s.p.kill()
+    s.p.wait(timeout=120)
+    # The workers see their cancel pipes hang up, kill their trees, and end.
+    for _ in range(600):
+        left = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True, text=True)
+        if left.stdout == "":
+            break
+        time.sleep(0.1)
+    assert left.stdout == "", "processes left: %s" % left.stdout
+    s.p.stdin.close()
+    s.p.stdout.close()
+    s.p.stderr.close()
 
 
 def reader_gone(ws):

@@ -19,6 +19,7 @@ check "1,000 malformed lines: one JSON error each, then a probe is answered" sv 
 check "10 MB of output: every byte, in seq order" sv big_output
 check "exec results equal a3s-sandbox --json's" sv same_as_json
 check "SIGTERM: the running exec is killed and answered, exit 143" sv signalled
+check "the server killed (SIGKILL): its commands die with it" sv server_killed
 check "the reader goes away: the running exec is killed, exit 141" sv reader_gone
 check "digest, plan, capabilities, stdin_base64, duplicate id, busy, end of input" sv requests
 
