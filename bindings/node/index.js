@@ -197,13 +197,20 @@ class Client {
   _start(options, keep) {
     const m = Client._execMembers(options);
     const ex = new Execution(this, this._nextId++);
+    let thrown = null; // what onOutput threw: the exec's promise rejects with it
     this._send({ ...m, id: ex.id, op: 'exec' }, {
       output(stream, data) {
-        if (options.onOutput) options.onOutput(stream, data);
+        if (options.onOutput && !thrown) {
+          try {
+            options.onOutput(stream, data);
+          } catch (e) {
+            thrown = e;
+          }
+        }
         if (keep) ex._output(stream, data);
       },
-      done(result) { ex._finish(); ex._resolve(result); },
-      fail(e) { ex._finish(); ex._reject(e); },
+      done(result) { ex._finish(); if (thrown) ex._reject(thrown); else ex._resolve(result); },
+      fail(e) { ex._finish(); ex._reject(thrown || e); },
     });
     return ex;
   }

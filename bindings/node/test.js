@@ -74,6 +74,12 @@ test('bytes in and out are lossless', withClient(async (sb) => {
   assert.ok(Buffer.concat(seen).equals(data));
 }));
 
+test('a throwing onOutput rejects the exec, and the client goes on', withClient(async (sb) => {
+  await assert.rejects(sb.exec({ argv: ['echo', 'x'], onOutput: () => { throw new Error('from the callback'); } }),
+    /from the callback/);
+  assert.equal((await sb.exec({ argv: ['echo', 'y'] })).stdout, 'y\n');
+}));
+
 test('start: iterate the output, then the result', withClient(async (sb) => {
   const ex = sb.start({ command: 'echo one; echo two >&2' });
   const got = { stdout: '', stderr: '' };

@@ -54,10 +54,14 @@ class _Pending:
         self.events = events
         self.done = threading.Event()
         self.answer = None
+        self.error = None  # what on_output raised: the caller gets it, not the reader
 
     def output(self, stream, data):
-        if self.on_output:
-            self.on_output(stream, data)
+        if self.on_output and self.error is None:
+            try:
+                self.on_output(stream, data)
+            except Exception as e:  # noqa: BLE001 (handed to the caller of exec)
+                self.error = e
         if self.events is not None:
             self.events.put((stream, data))
 
@@ -214,12 +218,15 @@ class Client:
     def exec(self, argv=None, command=None, *, env=None, stdin=None, timeout=None, cwd=None,
              grants=None, grant_digest=None, on_output=None):
         """Run argv (a list, as given) or command (a string, with bash) and return the
-        result object. stdin: str or bytes; on_output(stream, data) sees every byte."""
+        result object. stdin: str or bytes; on_output(stream, data) sees every byte (what
+        it raises is raised here once the exec has ended)."""
         m = self._exec_members(argv, command, env, stdin, timeout, cwd, grants, grant_digest)
         rid = next(self._ids)
         p = _Pending(on_output)
         self._send(dict(m, id=rid, op="exec"), p)
         p.done.wait()
+        if p.error is not None:
+            raise p.error
         return self._outcome(p.answer)
 
     def cancel(self, exec_id):

@@ -51,6 +51,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r["exit_code"], 0)
         self.assertEqual(b"".join(d for s, d in seen if s == "stdout"), data)
 
+    def test_a_failing_callback_reaches_the_caller(self):
+        def boom(stream, data):
+            raise ValueError("from the callback")
+        with self.assertRaisesRegex(ValueError, "from the callback"):
+            self.sb.exec(["echo", "x"], on_output=boom)
+        self.assertEqual(self.sb.exec(["echo", "y"])["stdout"], "y\n")  # still serving
+
     def test_start_iterate_and_result(self):
         ex = self.sb.start(command="echo one; echo two >&2")
         got = {}
