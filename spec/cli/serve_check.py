@@ -94,7 +94,7 @@ def cancel(ws):
     process of it is left on the host."""
     marker = "31337.%d" % os.getpid()
     s = Server(ws)
-    s.send({"id": "long", "op": "exec",
+    s.send({"id": "long", "op": "exec", "timeout": 120,  # a cancel that fails: timed_out
             "command": "sleep %s & sh -c 'sleep %s' & echo started; wait" % (marker, marker)})
     events = []
     while not any(e.get("data") == "started\n" for e in events):
@@ -193,29 +193,37 @@ def malformed(ws):
 
 
 def big_output(ws):
-    """10 MB of arbitrary bytes: every byte arrives in the events, in seq order."""
-    size = 10 * 1024 * 1024
+    """10 MB of arbitrary bytes, with a second exec's output interleaved: every byte of
+    each arrives in its own events, in seq order, on whole lines."""
+    sizes = {1: 10 * 1024 * 1024, 2: 2 * 1024 * 1024}
     s = Server(ws)
-    s.send({"id": 1, "op": "exec", "timeout": 600,
-            "command": "head -c %d /dev/urandom > data.bin && cat data.bin && echo done >&2" % size})
-    events = []
-    f = s.until_final(1, events)
-    r = result_of(f)
-    assert r["exit_code"] == 0 and r["total_bytes"] == size + 5, r["total_bytes"]
-    seqs = [e["seq"] for e in events]
-    assert seqs == list(range(len(events))), "seq numbers out of order"
-    out = bytearray()
-    err = bytearray()
-    for e in events:
-        assert e["id"] == 1 and e["event"] == "output", e
-        b = e["data"].encode() if "data" in e else base64.b64decode(e["data_base64"], validate=True)
-        assert len(b) <= 65536
-        (out if e["stream"] == "stdout" else err).extend(b)
-    with open(os.path.join(ws, "data.bin"), "rb") as fh:
-        want = fh.read()
-    assert len(want) == size and bytes(out) == want, (len(out), len(want))
-    assert bytes(err) == b"done\n", err
-    assert r["truncated"] is True  # the result's own capture is bounded; the events are not
+    for i, size in sizes.items():
+        s.send({"id": i, "op": "exec", "timeout": 600,
+                "command": "head -c %d /dev/urandom > data%d.bin && cat data%d.bin && echo done >&2"
+                           % (size, i, i)})
+    events = {1: [], 2: []}
+    finals = {}
+    while len(finals) < 2:
+        m = s.read()  # a torn or mixed line would not parse
+        if "ok" in m:
+            finals[m["id"]] = result_of(m)
+        else:
+            assert m["event"] == "output", m
+            events[m["id"]].append(m)
+    for i, size in sizes.items():
+        r, evs = finals[i], events[i]
+        assert r["exit_code"] == 0 and r["total_bytes"] == size + 5, r["total_bytes"]
+        assert [e["seq"] for e in evs] == list(range(len(evs))), "seq numbers out of order"
+        out, err = bytearray(), bytearray()
+        for e in evs:
+            b = e["data"].encode() if "data" in e else base64.b64decode(e["data_base64"], validate=True)
+            assert len(b) <= 65536
+            (out if e["stream"] == "stdout" else err).extend(b)
+        with open(os.path.join(ws, "data%d.bin" % i), "rb") as fh:
+            want = fh.read()
+        assert len(want) == size and bytes(out) == want, (i, len(out), len(want))
+        assert bytes(err) == b"done\n", err
+        assert r["truncated"] is True  # the result's capture is bounded; the events are not
     rc, _ = s.close()
     assert rc == 0
 
@@ -309,7 +317,8 @@ def signalled(ws):
     written (aborted), and the server exits 128 + 15."""
     marker = "31338.%d" % os.getpid()
     s = Server(ws)
-    s.send({"id": 1, "op": "exec", "command": "sleep %s & echo started; wait" % marker})
+    s.send({"id": 1, "op": "exec", "timeout": 120,
+                "command": "sleep %s & echo started; wait" % marker})
     events = []
     while not any(e.get("data") == "started\n" for e in events):
         events.append(s.read())
@@ -327,7 +336,8 @@ def server_killed(ws):
     marker = "31340.%d" % os.getpid()
     s = Server(ws)
     for i in range(3):
-        s.send({"id": i, "op": "exec", "command": "sleep %s & echo started; wait" % marker})
+        s.send({"id": i, "op": "exec", "timeout": 120,
+                "command": "sleep %s & echo started; wait" % marker})
     started = 0
     while started < 3:
         started += s.read().get("data") == "started\n"
@@ -350,7 +360,8 @@ def reader_gone(ws):
     the server exits 141, without a request or the end of its input."""
     marker = "31339.%d" % os.getpid()
     s = Server(ws)
-    s.send({"id": 1, "op": "exec", "command": "sleep %s & echo started; wait" % marker})
+    s.send({"id": 1, "op": "exec", "timeout": 120,
+                "command": "sleep %s & echo started; wait" % marker})
     events = []
     while not any(e.get("data") == "started\n" for e in events):
         events.append(s.read())

@@ -16,7 +16,7 @@ sv() { python3 "$here/serve_check.py" "$1" "$(tmpdir)"; }
 check "concurrent execs: all in flight at once, each result its own" sv concurrent
 check "cancel: the exec reports cancelled and no process of its tree is left" sv cancel
 check "1,000 malformed lines: one JSON error each, then a probe is answered" sv malformed
-check "10 MB of output: every byte, in seq order" sv big_output
+check "10 MB of output beside another exec's: every byte, in seq order, whole lines" sv big_output
 check "exec results equal a3s-sandbox --json's" sv same_as_json
 check "SIGTERM: the running exec is killed and answered, exit 143" sv signalled
 check "the server killed (SIGKILL): its commands die with it" sv server_killed
