@@ -106,7 +106,8 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* Every running exec's tree killed: the server is ending. */
+/* Every running exec's tree killed: the server is ending. A cancel pipe is non-blocking
+ * and one byte makes it readable; a failed write means the worker has ended already. */
 static void cancel_all(void)
 {
     for (size_t i = 0; i < MAX_SLOTS; i++)
