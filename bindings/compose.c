@@ -1,7 +1,8 @@
 /* The composition root: a sandbox is the engine with the Lua policy engine (policy.h)
- * and this host's backend (backend.h): linux-bwrap, or, only when the caller opted in
- * and the native boundary cannot be used here, process-host (loud: every report names
- * it, with the reason). */
+ * and this host's backend (backend.h): linux-bwrap on Linux (or, only when the caller
+ * opted in and the native boundary cannot be used here, process-host: loud, every report
+ * names it, with the reason), macos-seatbelt on macOS; or the backend the caller names
+ * (compose.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,13 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
-#include "host_backend.h"
+#include "compose.h"
 #include "instdir.h"
+#include "macos_backend.h"
+#ifndef __APPLE__
+#include "host_backend.h"
 #include "linux_backend.h"
+#endif
 #include "policy_runtime.h"
 #include "sandbox.h"
 #include "util.h"
@@ -39,6 +44,7 @@ static int protect_image(a3s_sandbox *sb, a3s_error *err)
     return rc;
 }
 
+#ifndef __APPLE__
 /* The opt-in's question, whether the native boundary works on this host, asked in a
  * private empty workspace: nothing a workspace holds may turn a refusal into an
  * unconfined run. */
@@ -65,28 +71,61 @@ static int probe_elsewhere(const a3s_options *opts, const char *tmp, a3s_error *
     free(dir);
     return rc;
 }
+#endif
 
-a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
+/* The sandbox without a backend yet: the engine, the policy engine, the image guard. */
+static a3s_sandbox *create(const a3s_options *opts, a3s_error *err)
 {
-    a3s_options none = {0};
-    if (!opts)
-        opts = &none;
     char *installed = a3s_instdir_policies();
     a3s_sandbox *sb = a3s_sandbox_create(opts, &a3s_lua_policy_engine, installed, err);
     free(installed);
+    if (sb && protect_image(sb, err) < 0) {
+        a3s_sandbox_free(sb);
+        return NULL;
+    }
+    return sb;
+}
+
+/* Hand sb its backend, then evaluate the policy once (unless deferred) so that a broken
+ * policy, or one this backend could not enforce anywhere, fails here; its paths are a
+ * question for this host's runs and checks (a3s_sandbox_check), never for the digest. */
+static int use(a3s_sandbox *sb, const a3s_options *opts, a3s_backend *be, const char *why,
+               a3s_error *err)
+{
+    if (a3s_sandbox_use_backend(sb, be, why, err) < 0)
+        return -1;
+    return opts->defer_policy ? 0 : a3s_sandbox_evaluate(sb, false, err);
+}
+
+#ifdef __APPLE__
+static const char *const known[] = {"macos-seatbelt", NULL};
+
+static a3s_sandbox *native(const a3s_options *opts, a3s_error *err)
+{
+    a3s_sandbox *sb = create(opts, err);
+    a3s_backend_host h;
+    a3s_backend *be = NULL;
     if (!sb)
         return NULL;
-    if (protect_image(sb, err) < 0)
-        goto fail;
+    a3s_sandbox_host(sb, &h);
+    if (a3s_macos_backend_new(&h, &be, err) < 0 || use(sb, opts, be, NULL, err) < 0) {
+        a3s_sandbox_free(sb);
+        return NULL;
+    }
+    return sb; /* no process-host here: an unusable boundary refuses each run */
+}
+#else
+static const char *const known[] = {"linux-bwrap", "macos-seatbelt", "process-host", NULL};
+
+static a3s_sandbox *native(const a3s_options *opts, a3s_error *err)
+{
+    a3s_sandbox *sb = create(opts, err);
+    if (!sb)
+        return NULL;
     a3s_backend_host h;
     a3s_sandbox_host(sb, &h);
     a3s_backend *be = NULL;
-    /* Evaluated once (unless deferred) so that a broken policy, or one this backend could
-     * not enforce anywhere, fails here; its paths are a question for this host's runs and
-     * checks (a3s_sandbox_check), never for the digest. */
-    if (a3s_linux_backend_new(&h, opts->bwrap, &be, err) < 0 ||
-        a3s_sandbox_use_backend(sb, be, NULL, err) < 0 ||
-        (!opts->defer_policy && a3s_sandbox_evaluate(sb, false, err) < 0))
+    if (a3s_linux_backend_new(&h, opts->bwrap, &be, err) < 0 || use(sb, opts, be, NULL, err) < 0)
         goto fail;
     if (!opts->allow_process_host)
         return sb; /* an unusable boundary refuses each run, never weakens it */
@@ -105,6 +144,69 @@ a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
 fail:
     a3s_sandbox_free(sb);
     return NULL;
+}
+#endif
+
+const char *const *a3s_compose_backends(void)
+{
+    return known;
+}
+
+/* The named backend, made for sb. */
+static int named(a3s_sandbox *sb, const a3s_options *opts, const char *name, a3s_error *err)
+{
+    a3s_backend_host h;
+    a3s_sandbox_host(sb, &h);
+    a3s_backend *be = NULL;
+    if (!strcmp(name, "macos-seatbelt"))
+        return a3s_macos_backend_new(&h, &be, err) < 0 ? -1 : use(sb, opts, be, NULL, err);
+#ifndef __APPLE__
+    if (!strcmp(name, "linux-bwrap"))
+        return a3s_linux_backend_new(&h, opts->bwrap, &be, err) < 0
+                   ? -1
+                   : use(sb, opts, be, NULL, err);
+    if (!strcmp(name, "process-host")) {
+        if (!opts->allow_process_host)
+            return a3s_fail(err, A3S_ERR_INVALID, "process-host has no sandbox boundary: it "
+                            "is chosen only with the explicit opt-in (--allow-process-host)");
+        return a3s_host_backend_new(&h, &be, err) < 0
+                   ? -1
+                   : use(sb, opts, be, "chosen by name (process-host)", err);
+    }
+#endif
+    return a3s_fail(err, A3S_ERR_INTERNAL, "backend %s: not built here", name);
+}
+
+a3s_sandbox *a3s_compose_new(const a3s_options *opts, const char *backend, a3s_error *err)
+{
+    a3s_options none = {0};
+    if (!opts)
+        opts = &none;
+    if (!backend)
+        return native(opts, err);
+    bool ok = false;
+    for (size_t i = 0; known[i]; i++)
+        ok = ok || !strcmp(known[i], backend);
+    if (!ok) {
+        char list[256] = "";
+        for (size_t i = 0; known[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     known[i]);
+        a3s_fail(err, A3S_ERR_INVALID, "unsupported platform or unknown backend '%s': this "
+                 "build knows %s (a3s-sandbox runs on Linux and macOS only)", backend, list);
+        return NULL;
+    }
+    a3s_sandbox *sb = create(opts, err);
+    if (sb && named(sb, opts, backend, err) < 0) {
+        a3s_sandbox_free(sb);
+        return NULL;
+    }
+    return sb;
+}
+
+a3s_sandbox *a3s_sandbox_new(const a3s_options *opts, a3s_error *err)
+{
+    return a3s_compose_new(opts, NULL, err);
 }
 
 int a3s_policy_check(const char *policy, const char *workspace, a3s_error *err)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "digest_cache.h"
 #include "json.h"
 #include "sandbox_int.h"
 #include "util.h"
@@ -12,7 +13,8 @@
 /* The policy digest: the canonical plan of an evaluation against a neutral host (fixed
  * symbolic roots, no environment, no PATH, every host query "absent"), so the same
  * policy gives the same digest on every host, for every user and workspace, and nothing
- * the scan or the host contributes can change it. Cached until the policy changes. */
+ * the scan or the host contributes can change it. Cached until the policy changes, and
+ * between processes (digest_cache.h). */
 int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
 {
     if (!sb->digest[0]) {
@@ -26,7 +28,15 @@ int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
             .guard = sb->workspace,
             .neutral = true,
         };
-        a3s_plan *p = sb->policy->eval(&sb->src, &ctx, err);
+        a3s_strv_free(&sb->approved_broaden);
+        if (a3s_digest_cache_get(sb, &ctx, sb->digest, &sb->approved_broaden) == 1) {
+            memcpy(out, sb->digest, 65);
+            return 0;
+        }
+        a3s_policy_facts *facts = NULL;
+        a3s_plan *p = sb->policy->eval_facts
+                          ? sb->policy->eval_facts(&sb->src, &ctx, &facts, err)
+                          : sb->policy->eval(&sb->src, &ctx, err);
         if (!p)
             return -1;
         /* A plan no run could enforce has no digest to approve. */
@@ -40,6 +50,10 @@ int a3s_sandbox_base_digest(a3s_sandbox *sb, char out[65], a3s_error *err)
                 a3s_strv_push(&sb->approved_broaden, p->fs[i].path) < 0)
                 rc = a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
         a3s_plan_free(p);
+        if (rc == 0)
+            a3s_digest_cache_put(sb, &ctx, facts, sb->digest, &sb->approved_broaden);
+        if (facts)
+            sb->policy->facts_free(facts);
         if (rc < 0) {
             sb->digest[0] = '\0';
             return -1;

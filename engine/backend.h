@@ -1,8 +1,9 @@
 /* The backend seam: what enforces a frozen plan on this host. The engine runs one
  * pipeline (policy -> frozen plan -> scan -> backend prepare -> supervise -> result) and
  * reaches the kernel only through these operations. Backends: backends/linux (bubblewrap
- * namespaces, seccomp, the trusted setup step, cgroups, the pidfd supervisor) and
- * backends/host (process-host: no local boundary, opt-in and loud). The composition root
+ * namespaces, seccomp, the trusted setup step, cgroups, the pidfd supervisor),
+ * backends/host (process-host: no local boundary, opt-in and loud), backends/macos
+ * (macos-seatbelt: a Seatbelt profile; runs on macOS only). The composition root
  * (bindings/) picks one and hands it to the sandbox. */
 #ifndef A3S_BACKEND_H
 #define A3S_BACKEND_H
@@ -123,8 +124,12 @@ typedef struct a3s_backend_run a3s_backend_run;
 typedef char *(*a3s_granted_run_fn)(void *ud, const char *shell_command, const a3s_grant *g);
 
 typedef struct a3s_backend_ops {
-    const char *name; /* "linux-bwrap", "process-host" */
+    const char *name; /* "linux-bwrap", "macos-seatbelt", "process-host" */
     bool boundary;    /* false: no local boundary (process-host) */
+    /* Capability keys of the capabilities report this backend never provides, even when
+     * usable (NULL-terminated, or NULL: none), so that the report claims nothing the
+     * backend cannot do. */
+    const char *const *not_provided;
     /* Why this backend cannot run commands here (a missing or unusable program), or
      * NULL. Plans can still be described. */
     const char *(*unusable)(const a3s_backend *be);
@@ -167,6 +172,10 @@ typedef struct a3s_backend_ops {
     int (*session_open)(a3s_backend *be, a3s_backend_run *run, a3s_backend_session **out,
                         a3s_error *err);
     void (*session_close)(a3s_backend *be, a3s_backend_session *s);
+    /* A directory for what the engine keeps between runs (the policy digests): the
+     * caller's alone and never writable by a command. Returns its fd (O_CLOEXEC), or -1:
+     * nothing is kept (a cache miss each time). NULL: no such directory. */
+    int (*cache_open)(a3s_backend *be);
     void (*free)(a3s_backend *be);
 } a3s_backend_ops;
 

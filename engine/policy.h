@@ -6,6 +6,7 @@
 #define A3S_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "a3s_sandbox.h"
 #include "plan.h"
@@ -62,6 +63,11 @@ typedef struct a3s_policy_engine {
                             a3s_policy_facts **facts, a3s_error *err);
     int (*facts_check)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx);
     void (*facts_free)(a3s_policy_facts *facts);
+    /* The record as bytes (malloc'd; -1 when it has none) and back (NULL: not a record),
+     * so that it can be kept between processes; a decoded record is only ever used
+     * through facts_check. Either may be NULL: nothing is kept. */
+    int (*facts_encode)(const a3s_policy_facts *facts, char **out, size_t *len);
+    a3s_policy_facts *(*facts_decode)(const char *buf, size_t len);
 } a3s_policy_engine;
 
 #endif

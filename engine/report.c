@@ -157,11 +157,16 @@ char *a3s_sandbox_capabilities_json(a3s_sandbox *sb, a3s_error *err)
     const char *keys[] = {"network_deny_all", "private_network_namespace", "readonly_host_root",
                           "seccomp_filter", "pid_namespace", "mediated_http", "mediated_socks",
                           "unix_socket_allowlist", "resource_process_limit",
-                          "resource_memory_limit", "resource_cpu_limit"};
+                          "resource_memory_limit", "resource_cpu_limit", "deadline_kill_tree",
+                          "output_limit", "environment_sanitized", "resource_file_size_limit"};
     /* Every member is checked (a failure fails the report, never drops a member); host
      * text (policy name, paths, reasons) goes through a3s_json_str. */
     json_t *o = json_object(), *unavail = json_array(), *quotas = json_object();
     bool ok = caps != NULL;
+    /* What this backend never provides is reported false, whatever the engine does. */
+    for (size_t i = 0; ok && be->ops->not_provided && be->ops->not_provided[i]; i++)
+        ok = json_object_get(caps, be->ops->not_provided[i]) &&
+             json_object_set_new(caps, be->ops->not_provided[i], json_false()) == 0;
     for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++)
         if (!json_is_true(json_object_get(caps, keys[i])))
             ok = a3s_json_push(unavail, json_string(keys[i])) == 0;

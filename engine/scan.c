@@ -486,7 +486,12 @@ int a3s_scan_workspace(const a3s_plan *p, int wsfd, const a3s_scan_hooks *hooks,
                        p->workspace);
         goto done;
     }
-    if (read_top(&s, &tops, &ntops) < 0 || a3s_scan_protected(&s, tops, ntops, out) < 0)
+    int top = read_top(&s, &tops, &ntops);
+    if (top == 0)
+        top = a3s_scan_protected(&s, tops, ntops, out);
+    if (s.hooks && s.hooks->done)
+        s.hooks->done(s.hooks->ud);
+    if (top < 0)
         goto done;
     /* A protected directory's contents are read-only: walked for secrets only. A
      * protected file itself is still subject to the hard-link rule. */

@@ -22,6 +22,9 @@ typedef struct a3s_scan_id {
 /* What the scan asks of the backend. */
 typedef struct a3s_scan_hooks {
     bool (*held)(void *ud, int wsfd, const char *name);
+    /* The top-level names are all asked about (may be NULL): what held needed for them
+     * can be let go. Called once per scan that called held, whatever its outcome. */
+    void (*done)(void *ud);
     void *ud;
     /* More protected top-level names (NULL-terminated, may be NULL), treated like the
      * plan's protect_dirs/protect_files: the entry that holds the running program. */

@@ -4,6 +4,7 @@
 #   backends/linux/  include/, engine/, itself, and relay/protocol.h
 #   backends/host/   include/, engine/, itself, and backends/linux/ (process-host on
 #                    Linux reuses the Linux run resources and supervisor)
+#   backends/macos/  include/, engine/, itself (it builds on macOS, without backends/linux)
 #   relay/           include/, engine/, itself
 #   bindings/lua/    include/, engine/, itself (and the Lua headers)
 #   bindings/cli/    include/, engine/ (its JSON helpers), bindings/ (where policies are
@@ -43,10 +44,11 @@ allowed_for() {
     engine/*) echo "include engine" ;;
     backends/linux/*) echo "include engine backends/linux relay:protocol.h" ;;
     backends/host/*) echo "include engine backends/host backends/linux" ;;
+    backends/macos/*) echo "include engine backends/macos" ;;
     relay/*) echo "include engine relay" ;;
     bindings/lua/*) echo "include engine bindings/lua" ;;
     bindings/cli/*) echo "include engine bindings bindings/cli" ;;
-    bindings/*) echo "include engine backends/linux backends/host relay bindings bindings/lua" ;;
+    bindings/*) echo "include engine backends/linux backends/host backends/macos relay bindings bindings/lua" ;;
     *) echo "" ;;
   esac
 }

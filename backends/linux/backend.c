@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <linux/openat2.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "json.h"
 #include "protocol.h"
 #include "a3s_seccomp.h"
+#include "stale.h"
 
 static const char *getenv_of(const a3s_backend_host *h, const char *name)
 {
@@ -407,6 +409,29 @@ static int lb_plan_check(a3s_backend *base, const a3s_plan *p, bool host, a3s_er
     return a3s_linux_plan_check(&((a3s_linux_backend *)base)->h, p, host, err);
 }
 
+/* "digests" in the state directory: checked like it (ours, not a link, 0700), so that no
+ * one else's entry is ever read as ours. Plans never let a command write there
+ * (plancheck.c). */
+static int lb_cache_open(a3s_backend *base)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    int st = a3s_stale_state_open(a3s_stale_root(be->h.tmp), true, NULL);
+    if (st < 0)
+        return -1;
+    if (mkdirat(st, "digests", 0700) < 0 && errno != EEXIST) {
+        close(st);
+        return -1;
+    }
+    int fd = openat(st, "digests", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(st);
+    struct stat s;
+    if (fd >= 0 && (fstat(fd, &s) < 0 || s.st_uid != geteuid() || (s.st_mode & 077))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 static const a3s_backend_ops linux_ops = {
     .name = "linux-bwrap",
     .boundary = true,
@@ -423,6 +448,7 @@ static const a3s_backend_ops linux_ops = {
     .probe_mediation = lb_probe_mediation,
     .session_open = a3s_linux_session_open,
     .session_close = a3s_linux_session_close,
+    .cache_open = lb_cache_open,
     .free = lb_free,
 };
 

@@ -68,6 +68,18 @@ static int report_status(int status)
     return 128 + WTERMSIG(status);
 }
 
+/* fd moved above every fixed number of the protocol (protocol.h): the lowest free number
+ * can be one of them (A3S_FD_STATUS is not open in a session's command), which is closed
+ * below by number. Returns the new fd, or -1. */
+static int above_protocol_fds(int fd)
+{
+    int hi = fcntl(fd, F_DUPFD_CLOEXEC, A3S_FD_RELAY_IMAGE + 1);
+    int e = errno;
+    (void)close(fd);
+    errno = e;
+    return hi;
+}
+
 /* pid 1 of a session's command: wait for the command, reaping every orphan meanwhile;
  * the supervisor's lifeline (fd 3) as below. Once it returns, the kernel kills what is
  * left in the namespace, as when bwrap's pid 1 exits. */
@@ -122,7 +134,8 @@ static int launch(char **cmd)
     sigaddset(&chld, SIGCHLD);
     int sfd = -1;
     if (init && (sigprocmask(SIG_BLOCK, &chld, NULL) < 0 ||
-                 (sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)) {
+                 (sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
+                 (sfd = above_protocol_fds(sfd)) < 0)) {
         fprintf(stderr, "a3s-sandbox: setup: signalfd: %s\n", strerror(errno));
         return A3S_EXIT_SETUP;
     }

@@ -573,6 +573,43 @@ bool a3s_pins_held(int wsfd, const char *root, const char *name)
     return held;
 }
 
+bool a3s_pins_view_held(a3s_pins_view *v, int wsfd, const char *root, const char *name)
+{
+    struct stat ws;
+    if (!a3s_pinrec_name_ok(name) || fstat(wsfd, &ws) < 0)
+        return false;
+    if (v->open && (v->dev != ws.st_dev || v->ino != ws.st_ino))
+        return a3s_pins_held(wsfd, root, name); /* another workspace: ask on its own */
+    if (!v->open) {
+        v->open = true;
+        v->dev = ws.st_dev;
+        v->ino = ws.st_ino;
+        if ((v->statefd = a3s_stale_state_open(root, false, NULL)) < 0) {
+            v->statefd = -1;
+            return false; /* no state, or refused: then an acquire fails anyway */
+        }
+        char key[KEY_MAX];
+        ws_key(key, ws.st_dev, ws.st_ino);
+        v->lockfd = lock_open(v->statefd, key, F_RDLCK, true, NULL);
+        v->have = v->lockfd != -1 && a3s_pinrec_read(v->statefd, key, &v->rec, NULL) == 0;
+    }
+    if (!v->have)
+        return false;
+    struct a3s_pin_entry *e = a3s_pinrec_find(&v->rec, name);
+    return e && pin_untouched(wsfd, e);
+}
+
+void a3s_pins_view_close(a3s_pins_view *v)
+{
+    if (v->have)
+        a3s_pinrec_free(&v->rec);
+    if (v->lockfd >= 0)
+        a3s_stale_lock_close(v->lockfd);
+    if (v->statefd >= 0)
+        close(v->statefd);
+    *v = (a3s_pins_view)A3S_PINS_VIEW_INIT;
+}
+
 /* ---------------------------------------------------------------- sweep */
 
 /* One recorded workspace: if all its holders are dead and it is still where it was,

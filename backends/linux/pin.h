@@ -9,7 +9,10 @@
 
 #include <stdbool.h>
 
+#include <sys/types.h>
+
 #include "a3s_sandbox.h"
+#include "pinrec.h"
 #include "util.h"
 
 typedef struct a3s_pins a3s_pins;
@@ -42,6 +45,21 @@ void a3s_pins_release(a3s_pins *pins);
  * reports pins (and such vanished names) as missing instead of binding an entry that its
  * holder will remove. */
 bool a3s_pins_held(int wsfd, const char *root, const char *name);
+
+/* The same question for many names of one workspace, as one scan asks it: the first
+ * question takes the shared mutex and reads the record once; the mutex stays held (no
+ * acquire or release in the workspace can run meanwhile, so every answer comes from one
+ * record) until a3s_pins_view_close, which the scan's done hook calls. */
+typedef struct a3s_pins_view {
+    int statefd, lockfd; /* -1: not open; lockfd -2: no lock file (nobody writing) */
+    bool open, have;
+    dev_t dev;
+    ino_t ino;
+    struct a3s_pin_record rec;
+} a3s_pins_view;
+#define A3S_PINS_VIEW_INIT {-1, -1, false, false, 0, 0, {0}}
+bool a3s_pins_view_held(a3s_pins_view *v, int wsfd, const char *root, const char *name);
+void a3s_pins_view_close(a3s_pins_view *v);
 /* Best effort: for every workspace recorded under root whose holders are all dead (and
  * that is still where it was), remove its untouched pins and forget the record. */
 void a3s_pins_sweep(const char *root);

@@ -4,12 +4,15 @@
  * process-host: a seccomp plan is a Linux plan whichever of them enforces it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "a3s_seccomp.h"
 #include "linux_backend.h"
+#include "stale.h"
 #include "util.h"
 
 static const char *prov_str(const a3s_prov *pv, bool discovered, char *buf, size_t n)
@@ -76,9 +79,38 @@ static int check_paths(const a3s_backend_host *h, const a3s_plan *p, a3s_error *
     return 0;
 }
 
+/* No writable rule may cover or lie in the sandbox's state directory (where it may be:
+ * under the state root or the fallback one): it holds what later runs act on and trust, the records
+ * of what to remove and the cached policy digests. A command that could write there could
+ * forge them. */
+static int check_state_dir(const a3s_backend_host *h, const a3s_plan *p, a3s_error *err)
+{
+    char pb[1024], dirs[2][PATH_MAX];
+    const char *roots[] = {a3s_stale_root(h->tmp), a3s_stale_fallback_root()};
+    for (size_t k = 0; k < 2; k++) {
+        int n = snprintf(dirs[k], sizeof dirs[k], "%s%sa3s-sandbox-state-%lu", roots[k],
+                         strcmp(roots[k], "/") ? "/" : "", (unsigned long)geteuid());
+        if (n < 0 || (size_t)n >= sizeof dirs[k])
+            return a3s_fail(err, A3S_ERR_POLICY, "plan: state directory path too long");
+    }
+    for (size_t i = 0; i < p->nfs; i++) {
+        const a3s_fs_rule *r = &p->fs[i];
+        if (r->kind != A3S_FS_RW || !r->path)
+            continue;
+        for (size_t k = 0; k < 2; k++)
+            if (a3s_path_within(dirs[k], r->path) || a3s_path_within(r->path, dirs[k]))
+                return a3s_fail(err, A3S_ERR_POLICY,
+                                "plan: writable root %s (%s) would expose the sandbox's state "
+                                "directory %s, which is never writable by a command",
+                                r->path, prov_str(&r->prov, r->discovered, pb, sizeof pb),
+                                dirs[k]);
+    }
+    return 0;
+}
+
 int a3s_linux_plan_check(const a3s_backend_host *h, const a3s_plan *p, bool host, a3s_error *err)
 {
     if (check_syscalls(&p->seccomp, err) < 0)
         return -1;
-    return host ? check_paths(h, p, err) : 0;
+    return host ? (check_paths(h, p, err) < 0 ? -1 : check_state_dir(h, p, err)) : 0;
 }

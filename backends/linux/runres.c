@@ -68,10 +68,16 @@ static char *make_scratch(const char *tmp, int tmp_fd, a3s_run_rec *rec, a3s_err
     return NULL;
 }
 
+/* One record read for all of a scan's top-level names (a3s_pins_view). */
 static bool pin_held(void *ud, int wsfd, const char *name)
 {
-    const a3s_runres *r = ud;
-    return a3s_pins_held(wsfd, r->state_root, name);
+    a3s_runres *r = ud;
+    return a3s_pins_view_held(&r->pview, wsfd, r->state_root, name);
+}
+
+static void pin_done(void *ud)
+{
+    a3s_pins_view_close(&((a3s_runres *)ud)->pview);
 }
 
 int a3s_runres_open(a3s_runres *r, const char *tmp, bool sweep, a3s_error *err)
@@ -79,7 +85,8 @@ int a3s_runres_open(a3s_runres *r, const char *tmp, bool sweep, a3s_error *err)
     memset(r, 0, sizeof *r);
     r->tmp_fd = r->scratch_fd = -1;
     r->state_root = a3s_stale_root(tmp);
-    r->hooks = (a3s_scan_hooks){.held = pin_held, .ud = r};
+    r->pview = (a3s_pins_view)A3S_PINS_VIEW_INIT;
+    r->hooks = (a3s_scan_hooks){.held = pin_held, .done = pin_done, .ud = r};
     /* Best effort: clean up after executions that were killed (pins, scratch dirs). */
     if (sweep) {
         a3s_pins_sweep(r->state_root);
@@ -200,6 +207,7 @@ void a3s_runres_record_pid(void *ud, pid_t pid)
 void a3s_runres_close(a3s_runres *r)
 {
     a3s_runres_quota_end(r, NULL);
+    a3s_pins_view_close(&r->pview); /* a scan cut short */
     if (r->scratch_fd >= 0)
         close(r->scratch_fd);
     r->scratch_fd = -1;

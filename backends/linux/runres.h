@@ -39,6 +39,7 @@ typedef struct a3s_runres {
     int scratch_fd;
     struct stat scratch_st;
     a3s_scan_hooks hooks; /* the scan's "is this name a pin" question */
+    a3s_pins_view pview;  /* its answers while the scan asks (closed by its done hook) */
     a3s_pins *pins;
     /* Rules applied with the plan's: the scan's, then one PROTECT per pin. */
     a3s_fs_rule *more;

@@ -16,6 +16,7 @@
 typedef struct cli {
     const char *cmd; /* run, probe, plan, digest, capabilities, check, serve */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
+    const char *backend; /* --backend (plan, capabilities), or NULL: the host's own */
     double timeout_s;
     bool has_timeout, json, allow_process_host, allow_host_root, explain, verbose, neutral, tty;
     const char **env;

@@ -15,6 +15,7 @@
 
 #include "a3s_sandbox.h"
 #include "cli.h"
+#include "compose.h"
 #include "serve.h"
 #include "tty.h"
 #include "json.h"
@@ -34,6 +35,23 @@ bool truthy(const char *v)
         if (strlen(yes[i]) == n && strncasecmp(v, yes[i], n) == 0)
             return true;
     return false;
+}
+
+/* The Seatbelt profile of a plan (its "sbpl_profile" member), as sandbox-exec reads it. */
+static int print_profile(const char *plan_json)
+{
+    json_error_t je;
+    json_t *p = json_loads(plan_json, 0, &je);
+    size_t n = 0;
+    char *text = p ? a3s_json_bytes(json_object_get(p, "sbpl_profile"), &n) : NULL;
+    json_decref(p);
+    if (!text) {
+        fprintf(stderr, "a3s-sandbox: plan: no Seatbelt profile in the plan\n");
+        return EXIT_REFUSED;
+    }
+    int rc = fwrite(text, 1, n, stdout) == n ? 0 : EXIT_REFUSED;
+    free(text);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -86,7 +104,7 @@ int main(int argc, char **argv)
                               truthy(getenv("A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX")),
         .allow_host_root = c.allow_host_root || truthy(getenv("A3S_SANDBOX_ALLOW_HOST_ROOT")),
     };
-    a3s_sandbox *sb = a3s_sandbox_new(&o, &err);
+    a3s_sandbox *sb = a3s_compose_new(&o, c.backend, &err);
     if (!sb) {
         if (!strcmp(c.cmd, "check"))
             return fail_at("opening the workspace and finding the policy", "check", &err);
@@ -107,7 +125,10 @@ int main(int argc, char **argv)
         free(c.grants);
         return EXIT_REFUSED;
     }
-    if (a3s_sandbox_fallback_reason(sb))
+    if (a3s_sandbox_fallback_reason(sb) && c.backend)
+        fprintf(stderr, "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: the "
+                        "process-host backend was chosen by name (--backend)\n");
+    else if (a3s_sandbox_fallback_reason(sb))
         fprintf(stderr,
                 "a3s-sandbox: warning: NO LOCAL SANDBOX BOUNDARY IS IN FORCE: running on the "
                 "host (process-host backend) because the native boundary is unusable: %s\n",
@@ -132,6 +153,9 @@ int main(int argc, char **argv)
                                          : a3s_sandbox_capabilities_json(sb, &err);
         if (!s)
             rc = fail_at(c.cmd, c.cmd, &err);
+        else if (!strcmp(c.cmd, "plan") && !c.json && !c.explain &&
+                 !strcmp(a3s_sandbox_backend(sb), "macos-seatbelt"))
+            rc = print_profile(s);
         else
             printf("%s\n", s);
         free(s);

@@ -18,9 +18,10 @@ static const char usage_text[] =
     "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
     "       a3s-sandbox [run] [OPTIONS] -c 'SHELL COMMAND'\n"
     "       a3s-sandbox probe        [--policy P] [-w DIR] [-v]\n"
-    "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain] [-v]\n"
+    "       a3s-sandbox plan         [--policy P] [-w DIR] [--grant H[:P]]... [--explain]\n"
+    "                                [--backend B] [-v]\n"
     "       a3s-sandbox digest       [--policy P] [-w DIR] [--grant H[:P]]... [-v]\n"
-    "       a3s-sandbox capabilities [--policy P] [-w DIR] [-v]\n"
+    "       a3s-sandbox capabilities [--policy P] [-w DIR] [--backend B] [-v]\n"
     "       a3s-sandbox check POLICY [-w DIR] [--neutral]\n"
     "       a3s-sandbox session start [--policy P] [-w DIR] [--audit FILE] [--owner PID]\n"
     "       a3s-sandbox session exec ID [-t S] [-e N=V]... [--json] [-v] (-- PROGRAM [ARG...] | -c CMD)\n"
@@ -49,6 +50,10 @@ static const char usage_text[] =
     "  -v, --verbose            say on stderr what was resolved (policy and its file, digest,\n"
     "                           backend, workspace, timeout) and, on a refusal, at which stage\n"
     "      --explain            (plan) the plan as readable text instead of JSON\n"
+    "      --backend NAME       (plan, capabilities) describe the plan or the capabilities\n"
+    "                           of this backend instead of the host's own: linux-bwrap,\n"
+    "                           macos-seatbelt (plan prints its Seatbelt profile; it runs\n"
+    "                           only on macOS), process-host (with --allow-process-host)\n"
     "\n"
     "Values go in the next word or attached: -pNAME, --policy=NAME; a value is never\n"
     "'--'. Long options are spelled in full. Every word after -- is PROGRAM's, as given.\n"
@@ -124,6 +129,7 @@ enum {
     OPT_ALLOW_HOST_ROOT,
     OPT_NEUTRAL,
     OPT_TTY,
+    OPT_BACKEND,
 };
 static const char short_opts[] = "+:p:w:t:e:c:v";
 static const struct option long_opts[] = {
@@ -141,6 +147,7 @@ static const struct option long_opts[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"neutral", no_argument, NULL, OPT_NEUTRAL},
     {"tty", no_argument, NULL, OPT_TTY},
+    {"backend", required_argument, NULL, OPT_BACKEND},
     {NULL, 0, NULL, 0},
 };
 
@@ -166,6 +173,8 @@ static bool accepts(const char *cmd, int opt)
         return !strcmp(cmd, "check");
     case OPT_TTY:
         return !strcmp(cmd, "run");
+    case OPT_BACKEND:
+        return !strcmp(cmd, "plan") || !strcmp(cmd, "capabilities");
     default:
         return true;
     }
@@ -451,6 +460,9 @@ void cli_parse(cli *c, int argc, char **argv)
             break;
         case OPT_TTY:
             c->tty = true;
+            break;
+        case OPT_BACKEND:
+            c->backend = v;
             break;
         default: /* not in short_opts/long_opts: unreachable */
             die_usage("unknown option '%s'", t.arg);

@@ -265,3 +265,103 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
         }
     return rc;
 }
+
+/* The record as bytes: "A3SF1\n", then per fact kind, has (one byte each), the lengths
+ * of arg and ans (4 bytes each, little-endian) and their bytes. */
+#define FACTS_MAGIC "A3SF1\n"
+#define FACTS_MAX_LEN (64u << 20) /* a decoded record is never larger than what was read */
+
+static void put32(unsigned char *p, size_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static size_t get32(const unsigned char *p)
+{
+    return (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
+}
+
+int a3s_facts_encode(const a3s_policy_facts *f, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    if (!f || f->broken)
+        return -1;
+    size_t total = sizeof FACTS_MAGIC - 1;
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->v[i].alen > FACTS_MAX_LEN || f->v[i].nlen > FACTS_MAX_LEN)
+            return -1;
+        total += 10 + f->v[i].alen + f->v[i].nlen;
+        if (total > FACTS_MAX_LEN)
+            return -1;
+    }
+    unsigned char *b = malloc(total), *p = b;
+    if (!b)
+        return -1;
+    memcpy(p, FACTS_MAGIC, sizeof FACTS_MAGIC - 1);
+    p += sizeof FACTS_MAGIC - 1;
+    for (size_t i = 0; i < f->n; i++) {
+        const fact *x = &f->v[i];
+        *p++ = (unsigned char)x->kind;
+        *p++ = x->has;
+        put32(p, x->alen);
+        put32(p + 4, x->nlen);
+        p += 8;
+        if (x->alen)
+            memcpy(p, x->arg, x->alen);
+        p += x->alen;
+        if (x->nlen)
+            memcpy(p, x->ans, x->nlen);
+        p += x->nlen;
+    }
+    *out = (char *)b;
+    *len = total;
+    return 0;
+}
+
+a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+    size_t m = sizeof FACTS_MAGIC - 1;
+    if (!buf || len < m || len > FACTS_MAX_LEN || memcmp(p, FACTS_MAGIC, m) != 0)
+        return NULL;
+    p += m;
+    a3s_policy_facts *f = a3s_facts_new();
+    if (!f)
+        return NULL;
+    while (p < end) {
+        if ((size_t)(end - p) < 10)
+            goto bad;
+        char kind = (char)p[0];
+        unsigned has = p[1];
+        size_t alen = get32(p + 2), nlen = get32(p + 6);
+        p += 10;
+        if (has > 1 || (!has && nlen) || alen > (size_t)(end - p) ||
+            nlen > (size_t)(end - p) - alen)
+            goto bad;
+        switch (kind) {
+        case A3S_FACT_EXISTS: case A3S_FACT_IS_DIR: case A3S_FACT_REALPATH:
+        case A3S_FACT_GLOB: case A3S_FACT_PATHDIR: case A3S_FACT_FILE:
+            break;
+        default:
+            goto bad;
+        }
+        /* Paths are C strings (a glob's is "dir NUL prefix"): one NUL at most, and only
+         * in a glob. */
+        const void *nul = memchr(p, '\0', alen);
+        if (nul && (kind != A3S_FACT_GLOB || memchr((const char *)nul + 1, '\0',
+                                                    alen - ((const unsigned char *)nul - p) - 1)))
+            goto bad;
+        if (kind == A3S_FACT_GLOB && !nul)
+            goto bad;
+        a3s_facts_add(f, kind, (const char *)p, alen, (const char *)p + alen, nlen, has);
+        if (f->broken)
+            goto bad;
+        p += alen + nlen;
+    }
+    return f;
+bad:
+    a3s_facts_free(f);
+    return NULL;
+}

@@ -33,6 +33,12 @@ void a3s_facts_free(a3s_policy_facts *f);
  * A3S_FACTS_HOST (engine/policy.h). */
 int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx);
 
+/* The record as bytes (malloc'd) and back, for a cache kept between processes: -1 when
+ * it cannot be written (out of memory, or a record that never holds); NULL when the bytes
+ * are not a well-formed record. A decoded record holds only where its facts still do. */
+int a3s_facts_encode(const a3s_policy_facts *f, char **out, size_t *len);
+a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len);
+
 /* The answers as the queries compute them (host_query.c and the replay share them). */
 int a3s_facts_glob(const char *dir, const char *prefix, char **out, size_t *len);
 bool a3s_facts_pathdir(const char *seg, size_t len, char *canon, size_t n);

@@ -307,4 +307,6 @@ const a3s_policy_engine a3s_lua_policy_engine = {
     .eval_facts = eval_facts,
     .facts_check = a3s_facts_check,
     .facts_free = a3s_facts_free,
+    .facts_encode = a3s_facts_encode,
+    .facts_decode = a3s_facts_decode,
 };

@@ -55,6 +55,9 @@ check "a3s-sandbox -p ./x<TAB>: files, not names" eq "$(cd "$pol" && complete_wo
 
 check "a3s-sandbox plan --ex<TAB>: --explain" eq "$(complete_words plan --ex)" --explain
 check "a3s-sandbox digest -<TAB>: no run-only option" not_contains "$(complete_words digest -)" --timeout
+check "a3s-sandbox capabilities --back<TAB>: --backend" eq "$(complete_words capabilities --back)" --backend
+check "a3s-sandbox digest -<TAB>: no --backend" not_contains "$(complete_words digest -)" --backend
+check "a3s-sandbox plan --backend m<TAB>: macos-seatbelt" eq "$(complete_words plan --backend m)" macos-seatbelt
 check "a3s-sandbox -t <TAB>: nothing (a number)" eq "$(complete_words -t '')" ""
 check "a3s-sandbox -- <TAB>: commands" grep -qx bash <<<"$(complete_words -- ba)"
 

@@ -30,6 +30,7 @@ docs=(
   "bindings/lua/README.md 0"
   "backends/linux/README.md 0"
   "backends/host/README.md 0"
+  "backends/macos/README.md 0"
   "docs/PROTOCOL.md 1"
 )
 

@@ -54,6 +54,15 @@ check "-t 1: exit 124" eq "$RC" 124
 check "-t 1: the deadline message" contains "$ERR" "timed out"
 check "-t 1: no process of the tree is left" gone_soon "sleep 3017"
 
+# --- pid 1 of a command: it waits without spinning, and reaps orphans --------------------
+# (It once polled a closed fd: a whole core, for as long as the command ran.) Its CPU
+# time over a second of the command's sleep is a few ticks at most, whatever the load.
+ex -c 'sleep 1; set -- $(cut -d" " -f14,15 /proc/1/stat); echo $(($1 + $2))'
+check "pid 1 waited, not spun: under 0.2 s of CPU in 1 s (got ${OUT:-?} ticks)" \
+  test "${OUT:-999}" -lt "$(( $(getconf CLK_TCK) / 5 ))"
+ex -c 'sh -c "sleep 0.2 & exit 0"; sleep 1.5; grep -l "^[0-9]* ([^)]*) Z" /proc/[0-9]*/stat | wc -l'
+check "an orphan that exited was reaped by pid 1 (no zombie left)" eq "$OUT" 0
+
 # --- a background process never outlives its command, nor is seen by the next one -------
 ex -c 'setsid sleep 3018 </dev/null >/dev/null 2>&1 & nohup sleep 3018 >/dev/null 2>&1 & echo started'
 check "background: the command returned" eq "$OUT" started

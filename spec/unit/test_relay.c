@@ -200,8 +200,9 @@ static int filter_memfd(void)
     if (!ctx)
         return -1;
     int fd = -1;
-    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                         SCMP_A0(SCMP_CMP_EQ, AF_UNIX)) == 0 &&
+    /* Spelled out (SCMP_A0 leaves datum_b to default, which clang warns about). */
+    struct scmp_arg_cmp unix_only = {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = AF_UNIX, .datum_b = 0};
+    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, unix_only) == 0 &&
         (fd = memfd_create("relay-test-filter", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >= 0) {
         if (seccomp_export_bpf(ctx, fd) != 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
@@ -581,9 +582,9 @@ static void test_statuses(void)
     free(err);
 
     /* SIGPIPE is ignored in the relay, but the command gets the default back. */
-    char *sigign[] = {"/bin/sh", "-c",
-                      "m=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/self/status);"
-                      " [ $(( 0x$m & 0x1000 )) -eq 0 ] && exit 0 || exit 3"};
+    static char check_sigpipe[] = "m=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/self/status);"
+                                  " [ $(( 0x$m & 0x1000 )) -eq 0 ] && exit 0 || exit 3";
+    char *sigign[] = {"/bin/sh", "-c", check_sigpipe};
     rc = run_simple(sigign, 3, NULL, 0, &err, hp, sp);
     ok(rc == 0, "the command does not inherit an ignored SIGPIPE (got %d)", rc);
     free(err);
