@@ -14,7 +14,7 @@
 #define EXIT_OUTPUT_CLOSED (128 + SIGPIPE) /* what a shell pipeline reports */
 
 typedef struct cli {
-    const char *cmd; /* run, probe, plan, digest, capabilities, check */
+    const char *cmd; /* run, probe, plan, digest, capabilities, check, serve */
     const char *policy, *workspace, *shell_command, *check_policy, *audit;
     const char *backend; /* --backend (plan, capabilities), or NULL: the host's own */
     double timeout_s;

@@ -16,6 +16,7 @@
 #include "a3s_sandbox.h"
 #include "cli.h"
 #include "compose.h"
+#include "serve.h"
 #include "tty.h"
 #include "json.h"
 #include "trace.h"
@@ -75,6 +76,12 @@ int main(int argc, char **argv)
     json_errors = cli_argv_wants_json(argc, argv);
     cli_parse(&c, argc, argv);
     verbose = c.verbose;
+    if (!strcmp(c.cmd, "serve")) { /* a sandbox of its own for each request */
+        int rc = cli_serve_main(&c);
+        free(c.env);
+        free(c.grants);
+        return rc;
+    }
     /* A vanished reader of our stdout must not kill the supervisor mid-run. */
     signal(SIGPIPE, SIG_IGN);
 

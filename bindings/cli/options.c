@@ -26,6 +26,7 @@ static const char usage_text[] =
     "       a3s-sandbox session start [--policy P] [-w DIR] [--audit FILE] [--owner PID]\n"
     "       a3s-sandbox session exec ID [-t S] [-e N=V]... [--json] [-v] (-- PROGRAM [ARG...] | -c CMD)\n"
     "       a3s-sandbox session stop ID | session list\n"
+    "       a3s-sandbox serve        [--policy P] [-w DIR] [--audit FILE] [-v]\n"
     "       a3s-sandbox --version | --help\n"
     "\n"
     "Options (run takes all but --explain; the other subcommands, those shown above):\n"
@@ -158,8 +159,13 @@ static bool accepts(const char *cmd, int opt)
     case 't':
     case 'e':
     case 'c':
-    case OPT_AUDIT:
         return !strcmp(cmd, "run");
+    case OPT_AUDIT:
+        return !strcmp(cmd, "run") || !strcmp(cmd, "serve");
+    case OPT_GRANT:
+    case OPT_GRANT_DIGEST:
+    case OPT_JSON:
+        return strcmp(cmd, "serve") != 0; /* serve: each request says its own */
     case OPT_EXPLAIN:
         return !strcmp(cmd, "plan");
     case 'v':
@@ -283,7 +289,7 @@ bool cli_argv_wants_json(int argc, char **argv)
 {
     int i = 1;
     if (i < argc && (!strcmp(argv[i], "probe") || !strcmp(argv[i], "digest") ||
-                     !strcmp(argv[i], "check") || !strcmp(argv[i], "--help") ||
+                     !strcmp(argv[i], "check") || !strcmp(argv[i], "serve") || !strcmp(argv[i], "--help") ||
                      !strcmp(argv[i], "-h") || !strcmp(argv[i], "help") ||
                      !strcmp(argv[i], "--version")))
         return false;
@@ -351,7 +357,8 @@ void cli_parse(cli *c, int argc, char **argv)
             exit(0);
         }
         if (!strcmp(a, "run") || !strcmp(a, "probe") || !strcmp(a, "plan") ||
-            !strcmp(a, "digest") || !strcmp(a, "capabilities") || !strcmp(a, "check")) {
+            !strcmp(a, "digest") || !strcmp(a, "capabilities") || !strcmp(a, "check") ||
+            !strcmp(a, "serve")) {
             c->cmd = a;
             i++;
         }

@@ -32,10 +32,12 @@ out=$(bash --norc --noprofile -c 'source "$1" && complete -p a3s-sandbox' _ "$sc
 check "sourcing registers the completion for a3s-sandbox" contains "$out" "-F _a3s_sandbox a3s-sandbox"
 
 check "a3s-sandbox <TAB>: the subcommands" eq "$(complete_words '')" \
-  "$(printf '%s\n' capabilities check digest plan probe run session)"
+  "$(printf '%s\n' capabilities check digest plan probe run serve session)"
 check "a3s-sandbox session <TAB>: its subcommands" eq "$(complete_words session '')" \
   "$(printf '%s\n' exec list start stop)"
 check "a3s-sandbox session exec --js<TAB>: --json" eq "$(complete_words session exec x --js)" "--json"
+check "a3s-sandbox serve --<TAB>: its options only" eq "$(complete_words serve --)" \
+  "$(printf '%s\n' --allow-host-root --allow-process-host --audit --policy --verbose --workspace)"
 check "a3s-sandbox p<TAB>: plan, probe" eq "$(complete_words p)" "$(printf '%s\n' plan probe)"
 check "a3s-sandbox --po<TAB>: --policy" eq "$(complete_words --po)" "--policy"
 check "a3s-sandbox --allow-h<TAB>: --allow-host-root" eq "$(complete_words --allow-h)" "--allow-host-root"

@@ -20,7 +20,7 @@ bindir=$(cd "$(dirname "$A3S")" && pwd)
 
 # Each document with the least number of `run` blocks it must have.
 docs=(
-  "README.md 3"
+  "README.md 4"
   "policies/README.md 1"
   "SECURITY.md 0"
   "THREAT_MODEL.md 0"
@@ -31,6 +31,7 @@ docs=(
   "backends/linux/README.md 0"
   "backends/host/README.md 0"
   "backends/macos/README.md 0"
+  "docs/PROTOCOL.md 1"
 )
 
 # Writes each marked block of $1 to $2/N and prints "N KIND LINE ARG" per block (KIND

@@ -57,7 +57,7 @@ cp -r "$A3S_SOURCE_DIR/bindings/cli/man" "$A3S_SOURCE_DIR/bindings/cli/completio
   "$stage/bindings/cli/"
 cp "$A3S_SOURCE_DIR/README.md" "$stage/README.md"
 # The docs (docs_spec runs their examples), at their places in the tree.
-(cd "$A3S_SOURCE_DIR" && for f in *.md */README.md */*/README.md; do
+(cd "$A3S_SOURCE_DIR" && for f in *.md */README.md */*/README.md docs/*.md; do
   [ -f "$f" ] && mkdir -p "$stage/$(dirname "$f")" && cp "$f" "$stage/$f"
 done)
 [ "$session" = 1 ] && wrap_for "$stage/a3s-sandbox" "$stage/session-cli"

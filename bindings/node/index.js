@@ -1,0 +1,237 @@
+'use strict';
+// A client of `a3s-sandbox serve` (docs/PROTOCOL.md), no dependencies.
+//
+//   const { Client } = require('./bindings/node');
+//   const sb = new Client({ workspace: '.' });
+//   const r = await sb.exec({ argv: ['make', 'test'], timeout: 300 });
+//   await sb.close();
+//
+// One Client starts one `a3s-sandbox serve`; many requests may be in flight at once.
+// exec() resolves to the result object that `a3s-sandbox --json` prints; live output goes
+// to onOutput(stream, data) (data: a Buffer). start() returns an Execution at once
+// (result(), cancel(), and an async iterator over its output). Refusals reject with a
+// SandboxError (code and message are the protocol's); a cancelled exec with Cancelled.
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+class SandboxError extends Error {
+  constructor(code, message) {
+    super(`${code}: ${message}`);
+    this.name = 'SandboxError';
+    this.code = code;
+    this.detail = message;
+  }
+}
+
+class Cancelled extends SandboxError {
+  constructor(code, message) {
+    super(code, message);
+    this.name = 'Cancelled';
+  }
+}
+
+function errorOf(err) {
+  let message = err.message;
+  if (message && typeof message === 'object') { // host text that is not UTF-8
+    message = Buffer.from(message.base64 || '', 'base64').toString('utf8');
+  }
+  return err.code === 'cancelled' ? new Cancelled(err.code, message) : new SandboxError(err.code, message);
+}
+
+// The program: options.cli, else $A3S_SANDBOX_CLI, else a3s-sandbox on PATH.
+function findCli(cli) {
+  if (cli) return cli;
+  if (process.env.A3S_SANDBOX_CLI) return process.env.A3S_SANDBOX_CLI;
+  for (const dir of (process.env.PATH || '').split(path.delimiter)) {
+    const f = path.join(dir || '.', 'a3s-sandbox');
+    try {
+      fs.accessSync(f, fs.constants.X_OK);
+      return f;
+    } catch (e) { /* not here */ }
+  }
+  throw new Error('a3s-sandbox not found (give cli or set A3S_SANDBOX_CLI)');
+}
+
+class Execution {
+  constructor(client, id) {
+    this.id = id;
+    this._client = client;
+    this._events = [];
+    this._wake = null;
+    this._ended = false;
+    this._result = new Promise((resolve, reject) => {
+      this._resolve = resolve;
+      this._reject = reject;
+    });
+    this._result.catch(() => {}); // a rejection nobody awaited is not an error of ours
+  }
+
+  _output(stream, data) {
+    this._events.push({ stream, data });
+    if (this._wake) this._wake();
+  }
+
+  _finish() {
+    this._ended = true;
+    if (this._wake) this._wake();
+  }
+
+  // The result object; rejects with SandboxError (Cancelled) when the exec failed.
+  result() {
+    return this._result;
+  }
+
+  // Kill the exec's process tree; resolves false when it had already ended.
+  async cancel() {
+    try {
+      await this._client.cancel(this.id);
+      return true;
+    } catch (e) {
+      if (e instanceof SandboxError && e.code === 'not_found') return false;
+      throw e;
+    }
+  }
+
+  // for await (const { stream, data } of execution) ...
+  async *[Symbol.asyncIterator]() {
+    for (;;) {
+      if (this._events.length) {
+        yield this._events.shift();
+      } else if (this._ended) {
+        return;
+      } else {
+        await new Promise((resolve) => { this._wake = resolve; });
+        this._wake = null;
+      }
+    }
+  }
+}
+
+class Client {
+  // options: workspace, policy, cli, args (further options of serve).
+  constructor(options = {}) {
+    const args = ['serve'];
+    if (options.workspace !== undefined) args.push('-w', options.workspace);
+    if (options.policy !== undefined) args.push('-p', options.policy);
+    args.push(...(options.args || []));
+    this._proc = spawn(findCli(options.cli), args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    this._pending = new Map();
+    this._nextId = 1;
+    this._ended = null;
+    this._buf = Buffer.alloc(0);
+    this._exit = new Promise((resolve) => {
+      this._proc.on('close', (code, signal) => {
+        this._ended = `the server ended (exit status ${code === null ? signal : code})`;
+        for (const p of this._pending.values()) {
+          p.fail(new SandboxError('ended', this._ended));
+        }
+        this._pending.clear();
+        resolve(code === null ? signal : code);
+      });
+    });
+    this._proc.on('error', (e) => { this._ended = `the server could not start: ${e.message}`; });
+    this._proc.stdin.on('error', () => { /* the server went away: 'close' says it */ });
+    this._proc.stdout.on('data', (chunk) => this._data(chunk));
+  }
+
+  _data(chunk) {
+    this._buf = Buffer.concat([this._buf, chunk]);
+    let nl;
+    while ((nl = this._buf.indexOf(10)) >= 0) {
+      const line = this._buf.subarray(0, nl).toString('utf8');
+      this._buf = this._buf.subarray(nl + 1);
+      this._message(JSON.parse(line));
+    }
+  }
+
+  _message(msg) {
+    const p = this._pending.get(msg.id);
+    if (!p) return; // an answer to no request of ours (id null: a refused line)
+    if (msg.event === 'output') {
+      const data = 'data' in msg ? Buffer.from(msg.data, 'utf8') : Buffer.from(msg.data_base64, 'base64');
+      p.output(msg.stream, data);
+      return;
+    }
+    this._pending.delete(msg.id);
+    if (msg.ok) p.done(msg.result);
+    else p.fail(errorOf(msg.error || {}));
+  }
+
+  _send(req, pending) {
+    if (this._ended) throw new SandboxError('ended', this._ended);
+    this._pending.set(req.id, pending);
+    this._proc.stdin.write(JSON.stringify(req) + '\n');
+  }
+
+  // Any request of the protocol: resolves to its result.
+  request(op, members = {}) {
+    return new Promise((resolve, reject) => {
+      const id = this._nextId++;
+      this._send({ ...members, id, op }, { output() {}, done: resolve, fail: reject });
+    });
+  }
+
+  static _execMembers(o) {
+    if ((o.argv === undefined) === (o.command === undefined)) {
+      throw new TypeError('give exactly one of argv and command');
+    }
+    const m = o.argv !== undefined ? { argv: [...o.argv] } : { command: o.command };
+    if (o.env) m.env = { ...o.env };
+    if (typeof o.stdin === 'string') m.stdin = o.stdin;
+    else if (o.stdin !== undefined) m.stdin_base64 = Buffer.from(o.stdin).toString('base64');
+    if (o.timeout !== undefined) m.timeout = o.timeout;
+    if (o.cwd !== undefined) m.cwd = o.cwd;
+    if (o.grants) m.grants = [...o.grants];
+    if (o.grantDigest !== undefined) m.grant_digest = o.grantDigest;
+    return m;
+  }
+
+  // Start an exec ({argv} or {command}, env, stdin (string or Buffer), timeout, cwd,
+  // grants, grantDigest, onOutput(stream, data)); returns its Execution at once.
+  start(options) {
+    return this._start(options, true);
+  }
+
+  // keep: the Execution keeps the output for its iterator (exec() has no iterator).
+  _start(options, keep) {
+    const m = Client._execMembers(options);
+    const ex = new Execution(this, this._nextId++);
+    let thrown = null; // what onOutput threw: the exec's promise rejects with it
+    this._send({ ...m, id: ex.id, op: 'exec' }, {
+      output(stream, data) {
+        if (options.onOutput && !thrown) {
+          try {
+            options.onOutput(stream, data);
+          } catch (e) {
+            thrown = e;
+          }
+        }
+        if (keep) ex._output(stream, data);
+      },
+      done(result) { ex._finish(); if (thrown) ex._reject(thrown); else ex._resolve(result); },
+      fail(e) { ex._finish(); ex._reject(thrown || e); },
+    });
+    return ex;
+  }
+
+  // Run it and resolve to the result object (the options of start()).
+  exec(options) {
+    return this._start(options, false).result();
+  }
+
+  cancel(execId) { return this.request('cancel', { target: execId }); }
+  probe() { return this.request('probe'); }
+  async digest(grants) { return (await this.request('digest', grants ? { grants } : {})).digest; }
+  plan() { return this.request('plan'); }
+  capabilities() { return this.request('capabilities'); }
+
+  // End the input: running requests finish, then the server exits; resolves to its
+  // exit status.
+  close() {
+    this._proc.stdin.end();
+    return this._exit;
+  }
+}
+
+module.exports = { Client, Execution, SandboxError, Cancelled };

@@ -1,0 +1,121 @@
+"""Tests of a3s_sandbox_client against the real `a3s-sandbox serve` (unittest; the CLI
+from $A3S_CLI or $A3S_SANDBOX_CLI). Exit 77 (skipped) where no sandbox can run."""
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from a3s_sandbox_client import Cancelled, Client, SandboxError  # noqa: E402
+
+CLI = os.environ.get("A3S_CLI") or os.environ.get("A3S_SANDBOX_CLI") or "a3s-sandbox"
+README = os.path.join(HERE, "..", "..", "README.md")
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.ws = self.tmp.name
+        self.sb = Client(workspace=self.ws, cli=CLI)
+
+    def tearDown(self):
+        self.assertEqual(self.sb.close(), 0)
+        self.tmp.cleanup()
+
+    def test_readme_example(self):
+        """The README's Python example is bindings/python/example.py, and it runs."""
+        with open(os.path.join(HERE, "example.py")) as f:
+            example = f.read()
+        with open(README) as f:
+            self.assertIn("```python\n" + example + "```\n", f.read())
+        p = subprocess.run([sys.executable, os.path.join(HERE, "example.py")], cwd=self.ws,
+                           env=dict(os.environ, PYTHONPATH=HERE, A3S_SANDBOX_CLI=CLI),
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(sorted(lines[:2]), ["stderr b'oops\\n'", "stdout b'hello\\n'"])
+        self.assertEqual(lines[2:], ["3 'hello\\n' baseline"])
+
+    def test_exec_result_is_the_json_result(self):
+        r = self.sb.exec(command="echo hi; exit 4", env={"X": "1"})
+        self.assertEqual((r["exit_code"], r["stdout"], r["timed_out"]), (4, "hi\n", False))
+        self.assertEqual(len(r["policy_digest"]), 64)
+
+    def test_bytes_in_and_out_are_lossless(self):
+        data = bytes(range(256)) * 64
+        seen = []
+        r = self.sb.exec(["cat"], stdin=data, on_output=lambda s, d: seen.append((s, d)))
+        self.assertEqual(r["exit_code"], 0)
+        self.assertEqual(b"".join(d for s, d in seen if s == "stdout"), data)
+
+    def test_a_failing_callback_reaches_the_caller(self):
+        def boom(stream, data):
+            raise ValueError("from the callback")
+        with self.assertRaisesRegex(ValueError, "from the callback"):
+            self.sb.exec(["echo", "x"], on_output=boom)
+        self.assertEqual(self.sb.exec(["echo", "y"])["stdout"], "y\n")  # still serving
+
+    def test_start_iterate_and_result(self):
+        ex = self.sb.start(command="echo one; echo two >&2")
+        got = {}
+        for stream, data in ex:
+            got[stream] = got.get(stream, b"") + data
+        self.assertEqual(got, {"stdout": b"one\n", "stderr": b"two\n"})
+        self.assertEqual(ex.result()["exit_code"], 0)
+
+    def test_threads_share_one_client(self):
+        results = {}
+
+        def run(i):
+            results[i] = self.sb.exec(["sh", "-c", "echo $0", str(i)])["stdout"]
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(results, {i: "%d\n" % i for i in range(6)})
+
+    def test_cancel_kills_the_exec(self):
+        ex = self.sb.start(command="echo started; sleep 600")
+        for stream, data in ex:
+            if data == b"started\n":
+                break
+        self.assertTrue(ex.cancel())
+        with self.assertRaises(Cancelled):
+            ex.result(timeout=120)
+        self.assertFalse(ex.cancel())  # it has ended
+
+    def test_refusals_raise(self):
+        with self.assertRaises(SandboxError) as e:
+            self.sb.exec(["true"], grants=["example.org:443"], grant_digest="0" * 64)
+        self.assertEqual(e.exception.code, "policy")
+        with self.assertRaises(SandboxError) as e:
+            self.sb.exec(["true"], cwd="/etc")
+        self.assertEqual(e.exception.code, "invalid")
+
+    def test_other_ops(self):
+        self.assertEqual(self.sb.probe()["backend"], "linux-bwrap")
+        want = subprocess.run([CLI, "digest", "-w", self.ws], capture_output=True, text=True)
+        self.assertEqual(self.sb.digest(), want.stdout.strip())
+        self.assertIn("bwrap_argv", self.sb.plan())
+        self.assertIsInstance(self.sb.capabilities(), dict)
+
+
+def main():
+    ws = tempfile.mkdtemp()
+    try:
+        probe = subprocess.run([CLI, "probe", "-w", ws], capture_output=True, text=True)
+    finally:
+        os.rmdir(ws)
+    if probe.returncode != 0:
+        print("SKIP: the sandbox boundary is unavailable here: " + probe.stderr.strip())
+        sys.exit(1 if os.environ.get("A3S_MUST_WORK") == "1" else 77)
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
