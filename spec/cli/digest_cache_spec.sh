@@ -100,7 +100,7 @@ if [ -n "$entry" ]; then
     case $1 in
       truncated) head -c 150 ;;
       record) sed 's/A3SF1/A3SF9/' ;;
-      key) sed 's/^key ./key 0/' ;;
+      key) sed 's/^key 0/key 1/; t; s/^key ./key 0/' ;; # another well-formed key
       length) sed 's/^facts \([0-9]*\)$/facts 1\1/' ;;
     esac
   }
