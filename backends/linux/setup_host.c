@@ -12,8 +12,9 @@
  *     makes that one mount read-only (after the binds inside it are made);
  *   - a mount point that is missing is made (directories 0755, files 0444, and missing
  *     parents 0755, with mkdirat), as bubblewrap does;
- *   - symbolic links in parent directories are followed (they are the host's, outside
- *     the workspace: the command has not started), never at the path itself.
+ *   - symbolic links in parent directories of a read-only source or a mount point are
+ *     followed (they are the host's, outside the workspace), never at the path itself,
+ *     and never anywhere on the way to a writable source (see clone_source).
  * Nothing here reads the mount table. Any failure refuses the run. */
 #include "setup_host.h"
 #include "setup.h"
@@ -82,11 +83,13 @@ bool a3s_setup_host_is(const char *kind)
 
 /* ---------------------------------------------------------------- sources */
 
-/* The host's path, as it is now (no symbolic link at the path itself). */
-static int open_host(const char *path, struct stat *st)
+/* The host's path, as it is now: no symbolic link at the path itself, and with no_links
+ * none on the way either. */
+static int open_host(const char *path, struct stat *st, bool no_links)
 {
     struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-                           .resolve = RESOLVE_NO_MAGICLINKS};
+                           .resolve = RESOLVE_NO_MAGICLINKS |
+                                      (no_links ? RESOLVE_NO_SYMLINKS : 0)};
     int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
     if (fd < 0)
         return -1;
@@ -109,7 +112,15 @@ static int open_host(const char *path, struct stat *st)
 static int clone_source(const a3s_setup_host_op *o, bool *is_dir)
 {
     struct stat st;
-    int fd = open_host(o->path, &st);
+    /* A writable root was checked on the host spelled without a symbolic link (it must
+     * not reach the sandbox's state directory): resolved here the same way, so that a
+     * concurrent command that swaps a directory on its way for a link (between that
+     * check and this mount) gets the run refused, never the link's target writable. */
+    bool writable = !(o->arg & 1);
+    int fd = open_host(o->path, &st, writable);
+    if (fd < 0 && writable && errno == ELOOP)
+        return refuse("writable root %s: a symbolic link on its way appeared since the "
+                      "plan was checked", o->path);
     if (fd < 0)
         return refuse("bind source %s: %s", o->path, strerror(errno));
     *is_dir = S_ISDIR(st.st_mode);
@@ -152,7 +163,7 @@ static int clone_source(const a3s_setup_host_op *o, bool *is_dir)
 static int clone_null(void)
 {
     struct stat st;
-    int fd = open_host("/dev/null", &st);
+    int fd = open_host("/dev/null", &st, true);
     if (fd < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
         if (fd >= 0)
             (void)close(fd);
