@@ -152,3 +152,47 @@ race_cleanup() {
     ATT_PID=''
   fi
 }
+
+# ---- victims: a phase's budget, outside targets, and the tally of their runs ----------
+BUDGET=${A3S_RACE_SECONDS:-35}
+MAX_RUNS=${A3S_RACE_RUNS:-3000}
+
+# race_target NAME: a fresh host directory outside every workspace that victims must never
+# write (0755), removed on exit with the spec's temp dirs (it is called in a subshell).
+# Not under /tmp (hidden inside, so a hit is unmistakably the host's): the unprivileged
+# user's HOME (hidden inside too), else /var/tmp.
+race_target() {
+  local base=/var/tmp t
+  if [ "${A3S_UNPRIV:-0}" = 1 ] && [ -d "${HOME:-}" ] && [ -w "$HOME" ]; then base=$HOME; fi
+  t=$(mktemp -d "$base/a3s-race-$1-XXXXXX") || return 1
+  chmod 0755 "$t"
+  echo "$t" >>"$_tmp_list"
+  echo "$t"
+}
+race_on_exit() {
+  race_cleanup
+  cleanup
+}
+
+# tally_reset, then tally_run I after each victim run (RC, ERR from run_cli): counts
+# exit 0 (their numbers in TALLY_OK), 125 and others, keeping the first messages.
+tally_reset() { N0=0 N125=0 NOTHER=0 TALLY_MSGS='' TALLY_OK=(); }
+tally_run() {
+  case $RC in
+    0) N0=$((N0 + 1)); TALLY_OK+=("$1") ;;
+    125)
+      N125=$((N125 + 1))
+      [ "$N125" -le 2 ] && TALLY_MSGS+="run $1: refused: ${ERR:0:300}"$'\n'
+      ;;
+    *)
+      NOTHER=$((NOTHER + 1))
+      [ "$NOTHER" -le 3 ] && TALLY_MSGS+="run $1: rc $RC: ${ERR:0:300}"$'\n'
+      ;;
+  esac
+}
+# tally_report LABEL RUNS START
+tally_report() {
+  echo "# [$1] victim runs: $2 in $((SECONDS - $3))s: exit 0: $N0, exit 125: $N125, other: $NOTHER"
+  [ -n "$TALLY_MSGS" ] && printf '%s' "$TALLY_MSGS" | sed 's/^/#   /'
+  return 0
+}

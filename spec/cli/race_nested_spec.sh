@@ -13,33 +13,15 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/race_helpers.sh"
 require_sandbox
 
-BUDGET=${A3S_RACE_SECONDS:-35}
-MAX_RUNS=${A3S_RACE_RUNS:-3000}
-
-targets=()
-on_exit() {
-  local t
-  race_cleanup
-  for t in "${targets[@]}"; do rm -rf "$t"; done
-  cleanup
-}
-trap on_exit EXIT
+trap race_on_exit EXIT
 trap 'exit 130' INT TERM
-
-# The canary target: a host directory outside W that the caller can write and the victim
-# must never write. Not under /tmp (hidden inside); for the unprivileged user its HOME
-# (hidden inside too), else /var/tmp.
-base=/var/tmp
-if [ "${A3S_UNPRIV:-0}" = 1 ] && [ -d "${HOME:-}" ] && [ -w "$HOME" ]; then base=$HOME; fi
 
 # phase LABEL MAX_PAUSE_US
 phase() {
   local label=$1 pause=$2 W T rel
   W=$(tmpdir) || exit 1
   mkdir "$W/sub"
-  T=$(mktemp -d "$base/a3s-race-target-XXXXXX") || exit 1
-  targets+=("$T")
-  chmod 0755 "$T"
+  T=$(race_target target) || exit 1
   rel=$(realpath --relative-to="$W" "$T")
   ln -s "$rel" "$W/sublink"
   echo "# [$label] W=$W T=$T sublink -> $rel"
@@ -54,24 +36,14 @@ phase() {
   fi
   pass "[$label] the attacker run started and is exchanging W/sub and W/sublink"
 
-  local escaped=0 n0=0 n125=0 nother=0 i=0 died=0 start=$SECONDS msgs='' ws
-  local ok_runs=()
+  local escaped=0 i=0 died=0 start=$SECONDS ws
+  tally_reset
   while [ "$i" -lt "$MAX_RUNS" ] && [ $((SECONDS - start)) -lt "$BUDGET" ]; do
     i=$((i + 1))
     # argv form: /proc/$$/environ shows the PWD the sandbox was given (diagnostics).
     run_cli -w "$W/sub" -t 30 -- /bin/sh -c \
       "tr '\\0' '\\n' </proc/\$\$/environ | grep '^PWD='; echo pwned > canary-$i"
-    case $RC in
-      0) n0=$((n0 + 1)); ok_runs+=("$i") ;;
-      125)
-        n125=$((n125 + 1))
-        [ "$n125" -le 2 ] && msgs+="run $i: refused: ${ERR:0:300}"$'\n'
-        ;;
-      *)
-        nother=$((nother + 1))
-        [ "$nother" -le 3 ] && msgs+="run $i: rc $RC: ${ERR:0:300}"$'\n'
-        ;;
-    esac
+    tally_run "$i"
     if compgen -G "$T/canary-*" >/dev/null; then
       escaped=1
       ws=$(sed -n 's/^PWD=//p' <<<"$OUT")
@@ -88,8 +60,7 @@ phase() {
       break
     fi
   done
-  echo "# [$label] victim runs: $i in $((SECONDS - start))s: exit 0: $n0, exit 125: $n125, other: $nother"
-  [ -n "$msgs" ] && printf '%s' "$msgs" | sed 's/^/#   /'
+  tally_report "$label" "$i" "$start"
 
   check "[$label] the attacker run was still running during all victim runs" eq "$died" 0
   stop_attacker
@@ -99,20 +70,20 @@ phase() {
   check "[$label] no canary-* in T after all runs" eq "$(find "$T" -name 'canary-*' | head -5)" ""
   check "[$label] T is still empty (nothing created there, not even a placeholder)" \
     eq "$(ls -A "$T" | head -5)" ""
-  check "[$label] every victim run exited 0 or was refused with 125 ($nother did not)" \
-    eq "$nother" 0
+  check "[$label] every victim run exited 0 or was refused with 125 ($NOTHER did not)" \
+    eq "$NOTHER" 0
 
   # Back in place after an even number of exchanges: sub is the real directory again.
   check "[$label] after the race: W/sub is the real directory" test -d "$W/sub" -a ! -L "$W/sub"
   check "[$label] after the race: W/sublink is still the symlink" test -L "$W/sublink"
   local missing=0 k
-  for k in "${ok_runs[@]}"; do
+  for k in "${TALLY_OK[@]}"; do
     [ "$(cat "$W/sub/canary-$k" 2>/dev/null)" = pwned ] || missing=$((missing + 1))
   done
-  check "[$label] every successful victim run wrote into the real W/sub ($n0 runs, $missing not there)" \
+  check "[$label] every successful victim run wrote into the real W/sub ($N0 runs, $missing not there)" \
     eq "$missing" 0
   check "[$label] the real W/sub holds exactly the successful runs' canaries" \
-    eq "$(find "$W/sub" -mindepth 1 -name 'canary-*' | wc -l)" "$n0"
+    eq "$(find "$W/sub" -mindepth 1 -name 'canary-*' | wc -l)" "$N0"
 }
 
 phase fast 0

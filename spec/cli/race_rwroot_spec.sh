@@ -15,23 +15,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/race_helpers.sh"
 require_sandbox
 
-BUDGET=${A3S_RACE_SECONDS:-35}
-MAX_RUNS=${A3S_RACE_RUNS:-3000}
-
-targets=()
-on_exit() {
-  local t
-  race_cleanup
-  for t in "${targets[@]}"; do rm -rf "$t"; done
-  cleanup
-}
-trap on_exit EXIT
+trap race_on_exit EXIT
 trap 'exit 130' INT TERM
-
-# T: not under /tmp (hidden inside, so that a hit is unmistakably the host's); for the
-# unprivileged user its HOME (hidden inside too), else /var/tmp.
-base=/var/tmp
-if [ "${A3S_UNPRIV:-0}" = 1 ] && [ -d "${HOME:-}" ] && [ -w "$HOME" ]; then base=$HOME; fi
 
 # phase LABEL MAX_PAUSE_US
 phase() {
@@ -40,12 +25,10 @@ phase() {
   V=$(tmpdir) || exit 1
   P=$(tmpdir) || exit 1
   mkdir -p "$W/x/digests"
-  T=$(mktemp -d "$base/a3s-race-rwroot-XXXXXX") || exit 1
-  targets+=("$T")
+  T=$(race_target rwroot) || exit 1
   mkdir "$T/digests"
   # Writable by any uid: the command's (mapped or not) can write both, so only where the
   # root is mounted decides where a canary lands.
-  chmod 0755 "$T"
   chmod 0777 "$T/digests" "$W/x/digests"
   ln -s "$T" "$W/y"
   printf 'local plan = a3s.extend("baseline", "rwroot")\nplan:writable("%s", { broaden = true })\nreturn plan\n' \
@@ -67,22 +50,12 @@ phase() {
   fi
   pass "[$label] the attacker run started and is exchanging W/x and W/y"
 
-  local escaped=0 n0=0 n125=0 nother=0 i=0 died=0 start=$SECONDS msgs=''
-  local ok_runs=()
+  local escaped=0 i=0 died=0 start=$SECONDS
+  tally_reset
   while [ "$i" -lt "$MAX_RUNS" ] && [ $((SECONDS - start)) -lt "$BUDGET" ]; do
     i=$((i + 1))
     run_cli -w "$V" --policy "$P/rwroot.lua" -t 30 -c "echo pwned > '$W/x/digests/canary-$i'"
-    case $RC in
-      0) n0=$((n0 + 1)); ok_runs+=("$i") ;;
-      125)
-        n125=$((n125 + 1))
-        [ "$n125" -le 2 ] && msgs+="run $i: refused: ${ERR:0:300}"$'\n'
-        ;;
-      *)
-        nother=$((nother + 1))
-        [ "$nother" -le 3 ] && msgs+="run $i: rc $RC: ${ERR:0:300}"$'\n'
-        ;;
-    esac
+    tally_run "$i"
     if compgen -G "$T/digests/canary-*" >/dev/null; then
       escaped=1
       echo "# [$label] escape at victim run $i (rc $RC): the writable root was T/digests"
@@ -93,8 +66,7 @@ phase() {
       break
     fi
   done
-  echo "# [$label] victim runs: $i in $((SECONDS - start))s: exit 0: $n0, exit 125: $n125, other: $nother"
-  [ -n "$msgs" ] && printf '%s' "$msgs" | sed 's/^/#   /'
+  tally_report "$label" "$i" "$start"
 
   check "[$label] the attacker run was still running during all victim runs" eq "$died" 0
   stop_attacker
@@ -103,16 +75,16 @@ phase() {
   check "[$label] no canary-* ever written into T/digests" eq "$escaped" 0
   check "[$label] T holds only its digests directory, and that is empty" \
     eq "$(cd "$T" && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')" "./digests "
-  check "[$label] every victim run exited 0 or was refused with 125 ($nother did not)" \
-    eq "$nother" 0
-  check "[$label] some victim runs were refused: the attack was really attempted ($n125)" \
-    test "$n125" -gt 0
+  check "[$label] every victim run exited 0 or was refused with 125 ($NOTHER did not)" \
+    eq "$NOTHER" 0
+  check "[$label] some victim runs were refused: the attack was really attempted ($N125)" \
+    test "$N125" -gt 0
   check "[$label] after the race: W/x is the real directory" test -d "$W/x" -a ! -L "$W/x"
   local missing=0 k
-  for k in "${ok_runs[@]}"; do
+  for k in "${TALLY_OK[@]}"; do
     [ "$(cat "$W/x/digests/canary-$k" 2>/dev/null)" = pwned ] || missing=$((missing + 1))
   done
-  check "[$label] every successful victim run wrote into the real W/x/digests ($n0 runs, $missing not there)" \
+  check "[$label] every successful victim run wrote into the real W/x/digests ($N0 runs, $missing not there)" \
     eq "$missing" 0
 }
 
