@@ -196,3 +196,11 @@ tally_report() {
   [ -n "$TALLY_MSGS" ] && printf '%s' "$TALLY_MSGS" | sed 's/^/#   /'
   return 0
 }
+# end_race LABEL RUNS START DIED: the phase's tally, then stop the attacker and check that
+# it ran throughout (DIED=0) and ended cleanly.
+end_race() {
+  tally_report "$1" "$2" "$3"
+  check "[$1] the attacker run was still running during all victim runs" eq "$4" 0
+  stop_attacker
+  check_attacker
+}

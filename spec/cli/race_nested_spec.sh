@@ -60,11 +60,7 @@ phase() {
       break
     fi
   done
-  tally_report "$label" "$i" "$start"
-
-  check "[$label] the attacker run was still running during all victim runs" eq "$died" 0
-  stop_attacker
-  check_attacker
+  end_race "$label" "$i" "$start" "$died"
 
   check "[$label] no canary-* ever written into the outside directory T" eq "$escaped" 0
   check "[$label] no canary-* in T after all runs" eq "$(find "$T" -name 'canary-*' | head -5)" ""

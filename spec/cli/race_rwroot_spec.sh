@@ -66,11 +66,7 @@ phase() {
       break
     fi
   done
-  tally_report "$label" "$i" "$start"
-
-  check "[$label] the attacker run was still running during all victim runs" eq "$died" 0
-  stop_attacker
-  check_attacker
+  end_race "$label" "$i" "$start" "$died"
 
   check "[$label] no canary-* ever written into T/digests" eq "$escaped" 0
   check "[$label] T holds only its digests directory, and that is empty" \
