@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -211,5 +212,37 @@ out:
     free(w.pending);
     free(w.canon);
     free(abs);
+    return rc;
+}
+
+int a3s_wspath_bind_links(const char *path, char *link, size_t n)
+{
+    size_t len = strlen(path);
+    char *pre = a3s_strdup(path);
+    int rc = 0;
+    for (size_t i = 1; pre && i <= len && rc >= 0; i++) {
+        if (i < len && path[i] != '/')
+            continue;
+        pre[i] = '\0';
+        struct stat st;
+        if (lstat(pre, &st) < 0)
+            break;
+        if (S_ISLNK(st.st_mode)) {
+            /* The directory holding it, as spelled (its own links were checked before). */
+            char *slash = strrchr(pre, '/');
+            char saved = slash[1];
+            slash[1] = '\0';
+            rc = faccessat(AT_FDCWD, pre, W_OK, AT_EACCESS) == 0 ? -1 : 1;
+            slash[1] = saved;
+            if (rc < 0)
+                snprintf(link, n, "%s", pre);
+        }
+        pre[i] = path[i];
+    }
+    if (!pre) {
+        snprintf(link, n, "%s", path);
+        rc = -1; /* out of memory: refuse rather than guess */
+    }
+    free(pre);
     return rc;
 }

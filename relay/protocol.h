@@ -55,7 +55,9 @@
  *           A; mnt-bind: PATH as the host shows it before the first of these mounts,
  *           bound onto itself, read-only if A has 1, else writable; A has 2: PATH is
  *           below /dev or /proc, which bwrap's own cover, and bwrap bound it there first
- *           (taken from there, that mount detached, before any other); mnt-null: /dev/null
+ *           (taken from there, that mount detached, before any other); A has 4: PATH was
+ *           spelled without a symbolic link when the records were made, and must be
+ *           reached with none (a writable PATH always must); mnt-null: /dev/null
  *           read-only onto PATH; mnt-ro: the mount at PATH made read-only (only it).
  *           Missing mount points and parents are made (0755; a file 0444). They are
  *           the directives of `plan`'s "setup_mounts" (bwrap.c, setup_host.c).

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "wspath.h"
 
 int a3s_bwrap_resolve_exe(const char *path, const char *workspace, const char *what,
                           char **out, a3s_error *err)
@@ -69,6 +70,7 @@ typedef struct builder {
     const char *ws, *scratch;
     bool ws_bound, ws_rw;
     a3s_strv made; /* directories made with --dir (make_parents) */
+    a3s_strv nolinks; /* bound roots to be reached with no symbolic link (mnt-bind 4) */
     wsop *ops;
     size_t nops, capops;
     emitted *em;
@@ -150,7 +152,7 @@ static bool below_own(const char *path)
 
 /* The mounts outside the workspace as "mnt-*" records (protocol.h), one per directive of
  * b->host (which `plan` shows as they are); --perms gives the mode of the one after it. */
-static void host_records(builder *rec, const a3s_strv *h)
+static void host_records(builder *rec, const a3s_strv *h, const a3s_strv *nolinks)
 {
     const char *perms = NULL;
     size_t i = 0;
@@ -174,7 +176,11 @@ static void host_records(builder *rec, const a3s_strv *h)
             push_rec(rec, "mnt-null", y, 0, 0, 0, 0);
             i += 3;
         } else if ((ro || !strcmp(d, "--bind")) && !perms && !strcmp(x, y)) {
-            push_rec(rec, "mnt-bind", y, (ro ? 1 : 0) | (below_own(y) ? 2 : 0), 0, 0, 0);
+            bool as_is = false;
+            for (size_t k = 0; k < nolinks->n && !as_is; k++)
+                as_is = !strcmp(nolinks->v[k], y);
+            push_rec(rec, "mnt-bind", y,
+                     (ro ? 1 : 0) | (below_own(y) ? 2 : 0) | (ro && as_is ? 4 : 0), 0, 0, 0);
             i += 3;
         } else {
             rec->failed = 1; /* never: every directive of b->host is one of these */
@@ -211,7 +217,7 @@ static void build_setup(builder *b, builder *rec)
             push_rec(rec, "clone", c->scratch_src, (unsigned long long)c->scratch_dev,
                      (unsigned long long)c->scratch_ino, 1, 0);
     }
-    host_records(rec, b->host);
+    host_records(rec, b->host, &b->nolinks);
     if (b->ws && b->ws_bound)
         push_rec(rec, "root", b->ws, (unsigned long long)c->ws_dev,
                  (unsigned long long)c->ws_ino, c->mapped || c->join, 0);
@@ -518,10 +524,26 @@ static int emit_rule(builder *b, const a3s_fs_rule *r, a3s_error *err)
         break;
     case A3S_FS_RO:
     case A3S_FS_PROTECT:
-    case A3S_FS_RW:
+    case A3S_FS_RW: {
+        /* A bound root follows the workspace's rule for links (wspath.h): one that a
+         * sandboxed command could have planted must not choose what is bound. */
+        char link[PATH_MAX], pv[600];
+        int links = a3s_wspath_bind_links(r->path, link, sizeof link);
+        /* Spelled as it is: the setup step must then reach it with no link either (one
+         * swapped in meanwhile refuses the run). */
+        if (links == 0 && a3s_strv_push(&b->nolinks, r->path) < 0)
+            return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+        if (links < 0)
+            return a3s_fail(err, A3S_ERR_POLICY,
+                            "%s root %s (%s) passes through the symbolic link %s in a "
+                            "directory you can write (a sandboxed command could have planted "
+                            "it): name the path it stands for",
+                            r->kind == A3S_FS_RW ? "writable" : "read-only", r->path,
+                            prov_str(r, pv, sizeof pv), link);
         make_parents(b, r->path);
         emit_bind(b, r->kind == A3S_FS_RW ? "--bind" : "--ro-bind", r->path);
         break;
+    }
     default:
         return a3s_fail(err, A3S_ERR_INTERNAL, "unknown filesystem rule kind %d", r->kind);
     }
@@ -708,12 +730,14 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
     free(b.remount);
     free(b.ops);
     a3s_strv_free(&b.made);
+    a3s_strv_free(&b.nolinks);
     return 0;
 fail:
     free(b.em);
     free(b.remount);
     free(b.ops);
     a3s_strv_free(&b.made);
+    a3s_strv_free(&b.nolinks);
     return -1;
 }
 

@@ -12,9 +12,10 @@
  *     makes that one mount read-only (after the binds inside it are made);
  *   - a mount point that is missing is made (directories 0755, files 0444, and missing
  *     parents 0755, with mkdirat), as bubblewrap does;
- *   - symbolic links in parent directories of a read-only source or a mount point are
- *     followed (they are the host's, outside the workspace), never at the path itself,
- *     and never anywhere on the way to a writable source (see clone_source).
+ *   - symbolic links in parent directories of a mount point, or of a read-only source
+ *     the plan spelled through one, are followed (they are the host's, outside the
+ *     workspace), never at the path itself, and never anywhere on the way to a writable
+ *     source or a read-only one spelled without a link (see clone_source).
  * Nothing here reads the mount table. Any failure refuses the run. */
 #include "setup_host.h"
 #include "setup.h"
@@ -113,14 +114,15 @@ static int clone_source(const a3s_setup_host_op *o, bool *is_dir)
 {
     struct stat st;
     /* A writable root was checked on the host spelled without a symbolic link (it must
-     * not reach the sandbox's state directory): resolved here the same way, so that a
-     * concurrent command that swaps a directory on its way for a link (between that
-     * check and this mount) gets the run refused, never the link's target writable. */
-    bool writable = !(o->arg & 1);
-    int fd = open_host(o->path, &st, writable);
-    if (fd < 0 && writable && errno == ELOOP)
-        return refuse("writable root %s: a symbolic link on its way appeared since the "
-                      "plan was checked", o->path);
+     * not reach the sandbox's state directory), and a read-only one with flag 4 was
+     * spelled so too: resolved here the same way, so that a concurrent command that swaps
+     * a directory on the way for a link (between the plan and this mount) gets the run
+     * refused, never the link's target bound. */
+    bool writable = !(o->arg & 1), no_links = writable || (o->arg & 4);
+    int fd = open_host(o->path, &st, no_links);
+    if (fd < 0 && no_links && errno == ELOOP)
+        return refuse("%s root %s: a symbolic link on its way appeared since the plan was "
+                      "made", writable ? "writable" : "read-only", o->path);
     if (fd < 0)
         return refuse("bind source %s: %s", o->path, strerror(errno));
     *is_dir = S_ISDIR(st.st_mode);
@@ -340,7 +342,7 @@ int a3s_setup_host_apply(const a3s_setup_host_op *ops, size_t n)
     for (size_t i = 0; i < n && rc == 0; i++) {
         const a3s_setup_host_op *o = &ops[i];
         bool moded = is(o, "mnt-tmpfs") || is(o, "mnt-dir");
-        if ((moded && o->arg > 07777) || (is(o, "mnt-bind") && o->arg > 3) ||
+        if ((moded && o->arg > 07777) || (is(o, "mnt-bind") && o->arg > 7) ||
             (!moded && !is(o, "mnt-bind") && o->arg != 0))
             rc = refuse("bad host mount record %s %s %llu", o->kind, o->path, o->arg);
     }
