@@ -120,46 +120,19 @@ static json_t *jprov(const a3s_prov *pv)
 
 /* ---------------------------------------------------------------- symbolic text */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool failed;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
 /* Host text with every '$' doubled, so "${...}" only ever comes from a root. */
-static void sb_add_escaped(sbuf *b, const char *s, size_t n)
+static void sb_add_escaped(a3s_sbuf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '$')
-            sb_add(b, "$$", 2);
+            a3s_sbuf_add(b, "$$", 2);
         else
-            sb_add(b, s + i, 1);
+            a3s_sbuf_add(b, s + i, 1);
     }
 }
 
 /* Append one element (a path or any text) written symbolically. */
-static void sb_add_symbolic(sbuf *b, const a3s_plan *p, const char *s, size_t n)
+static void sb_add_symbolic(a3s_sbuf *b, const a3s_plan *p, const char *s, size_t n)
 {
     const char *roots[4] = {p->workspace, p->scratch, p->home, p->tmp};
     static const char *const tok[4] = {"${workspace}", "${scratch}", "${home}", "${tmp}"};
@@ -183,7 +156,7 @@ static void sb_add_symbolic(sbuf *b, const a3s_plan *p, const char *s, size_t n)
         }
     }
     if (best >= 0) {
-        sb_add(b, tok[best], strlen(tok[best]));
+        a3s_sbuf_add(b, tok[best], strlen(tok[best]));
         sb_add_escaped(b, elem + bestlen, n - bestlen);
     } else {
         sb_add_escaped(b, elem, n);
@@ -195,8 +168,8 @@ static json_t *jsymbolic_path(const a3s_plan *p, const char *path)
 {
     if (!path)
         return json_null();
-    sbuf b = {0};
-    sb_add(&b, "", 0);
+    a3s_sbuf b = {0};
+    a3s_sbuf_add(&b, "", 0);
     sb_add_symbolic(&b, p, path, strlen(path));
     json_t *j = b.failed ? NULL : jtext(b.s);
     free(b.s);
@@ -208,15 +181,15 @@ static json_t *jsymbolic_value(const a3s_plan *p, const char *v)
 {
     if (!v)
         return json_null();
-    sbuf b = {0};
-    sb_add(&b, "", 0);
+    a3s_sbuf b = {0};
+    a3s_sbuf_add(&b, "", 0);
     for (const char *s = v;;) {
         const char *c = strchr(s, ':');
         size_t n = c ? (size_t)(c - s) : strlen(s);
         sb_add_symbolic(&b, p, s, n);
         if (!c)
             break;
-        sb_add(&b, ":", 1);
+        a3s_sbuf_add(&b, ":", 1);
         s = c + 1;
     }
     json_t *j = b.failed ? NULL : jtext(b.s);

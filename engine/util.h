@@ -31,6 +31,17 @@ int a3s_strv_push(a3s_strv *sv, const char *s);              /* copies s; -1 on 
 int a3s_strv_pushf(a3s_strv *sv, const char *fmt, ...) A3S_PRINTF(2, 3);
 void a3s_strv_free(a3s_strv *sv);
 
+/* A growing text: always NUL-terminated once anything was added; after an allocation
+ * failure, `failed` is set and further additions do nothing. Free s when done. */
+typedef struct a3s_sbuf {
+    char *s;
+    size_t n, cap;
+    bool failed;
+} a3s_sbuf;
+
+void a3s_sbuf_add(a3s_sbuf *b, const char *s, size_t n);
+void a3s_sbuf_adds(a3s_sbuf *b, const char *s);
+
 char *a3s_strdup(const char *s);                             /* NULL on ENOMEM */
 char *a3s_strndup(const char *s, size_t n);
 

@@ -13,63 +13,31 @@
 
 #include "util.h"
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} buf;
-
-static void put_n(buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->n + n + 1 > cap)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void put(buf *b, const char *s)
-{
-    put_n(b, s, strlen(s));
-}
-
 /* One byte of a quoted string. */
-static void put_strc(buf *b, char c)
+static void put_strc(a3s_sbuf *b, char c)
 {
     if (c == '"' || c == '\\')
-        put_n(b, "\\", 1);
-    put_n(b, &c, 1);
+        a3s_sbuf_add(b, "\\", 1);
+    a3s_sbuf_add(b, &c, 1);
 }
 
-static void put_str(buf *b, const char *s)
+static void put_str(a3s_sbuf *b, const char *s)
 {
-    put_n(b, "\"", 1);
+    a3s_sbuf_add(b, "\"", 1);
     for (; *s; s++)
         put_strc(b, *s);
-    put_n(b, "\"", 1);
+    a3s_sbuf_add(b, "\"", 1);
 }
 
 /* s as regex text matching exactly s (inside an open quoted string); ci: ASCII letters in
  * either case, as the scan matches names. */
-static void put_re(buf *b, const char *s, bool ci)
+static void put_re(a3s_sbuf *b, const char *s, bool ci)
 {
     for (; *s; s++) {
         char c = *s;
         if (ci && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
             char cls[5] = {'[', (char)(c | 0x20), (char)(c & ~0x20), ']', '\0'};
-            put(b, cls);
+            a3s_sbuf_adds(b, cls);
             continue;
         }
         if (strchr(".[]()*+?{}|^$\\", c))
@@ -90,25 +58,25 @@ static bool has_private_twin(const char *path)
 }
 
 /* (ACTION OPS (subpath "P")), with the /private twin for a deny. */
-static void rule(buf *b, const char *action, const char *ops, const char *path)
+static void rule(a3s_sbuf *b, const char *action, const char *ops, const char *path)
 {
-    put(b, "(");
-    put(b, action);
-    put(b, " ");
-    put(b, ops);
-    put(b, " (subpath ");
+    a3s_sbuf_adds(b, "(");
+    a3s_sbuf_adds(b, action);
+    a3s_sbuf_adds(b, " ");
+    a3s_sbuf_adds(b, ops);
+    a3s_sbuf_adds(b, " (subpath ");
     put_str(b, path);
     if (!strcmp(action, "deny") && has_private_twin(path)) {
-        put(b, ") (subpath ");
+        a3s_sbuf_adds(b, ") (subpath ");
         char *twin = NULL;
         if (asprintf(&twin, "/private%s", path) < 0) {
-            b->oom = true;
+            b->failed = true;
             return;
         }
         put_str(b, twin);
         free(twin);
     }
-    put(b, "))\n");
+    a3s_sbuf_adds(b, "))\n");
 }
 
 static const char *prov_str(const a3s_prov *pv, char *out, size_t n)
@@ -151,7 +119,7 @@ static int cmp_entry(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static void fs_rule(buf *b, const a3s_fs_rule *r)
+static void fs_rule(a3s_sbuf *b, const a3s_fs_rule *r)
 {
     switch (r->kind) {
     case A3S_FS_HIDE:
@@ -175,13 +143,13 @@ static void fs_rule(buf *b, const a3s_fs_rule *r)
 
 /* Every case spelling of a protected top-level name, and everything below it: a missing
  * one cannot be created either (what the Linux backend's pins do). */
-static void name_rule(buf *b, const char *ws, const char *name)
+static void name_rule(a3s_sbuf *b, const char *ws, const char *name)
 {
-    put(b, "(deny file-write* (regex \"^");
+    a3s_sbuf_adds(b, "(deny file-write* (regex \"^");
     put_re(b, ws, false);
-    put(b, "/");
+    a3s_sbuf_adds(b, "/");
     put_re(b, name, true);
-    put(b, "(/|$)\"))\n");
+    a3s_sbuf_adds(b, "(/|$)\"))\n");
 }
 
 static bool name_seen(const char *const *v, size_t n, const char *name)
@@ -224,7 +192,7 @@ static int collect_names(const a3s_sbpl_input *in, const char ***out, size_t *n)
 
 /* The plan's rules and the protected names (one level below the workspace), shallowest
  * first. */
-static int fs_rules(buf *b, const a3s_sbpl_input *in)
+static int fs_rules(a3s_sbuf *b, const a3s_sbpl_input *in)
 {
     const a3s_plan *p = in->plan;
     size_t nscan = in->scan ? in->scan->nrules : 0;
@@ -259,15 +227,15 @@ static int fs_rules(buf *b, const a3s_sbpl_input *in)
 /* Secrets: every entry of the workspace whose name starts with a secret prefix (any
  * case, at any depth, created during the run too), then the plan's and the scan's
  * masks. */
-static void mask_rules(buf *b, const a3s_sbpl_input *in)
+static void mask_rules(a3s_sbuf *b, const a3s_sbpl_input *in)
 {
     const a3s_plan *p = in->plan;
     for (size_t i = 0; i < p->secret_prefixes.n; i++) {
-        put(b, "(deny file-read* file-write* (regex \"^");
+        a3s_sbuf_adds(b, "(deny file-read* file-write* (regex \"^");
         put_re(b, in->workspace, false);
-        put(b, "/(.*/)?");
+        a3s_sbuf_adds(b, "/(.*/)?");
         put_re(b, p->secret_prefixes.v[i].name, true);
-        put(b, "[^/]*(/|$)\"))\n");
+        a3s_sbuf_adds(b, "[^/]*(/|$)\"))\n");
     }
     for (size_t i = 0; i < p->nfs; i++)
         if (p->fs[i].kind == A3S_FS_MASK)
@@ -282,8 +250,8 @@ int a3s_sbpl_profile(const a3s_sbpl_input *in, char **out, a3s_error *err)
     *out = NULL;
     if (a3s_sbpl_check(in->plan, err) < 0)
         return -1;
-    buf b = {0};
-    put(&b, "(version 1)\n"
+    a3s_sbuf b = {0};
+    a3s_sbuf_adds(&b, "(version 1)\n"
             "; Generated by a3s-sandbox from a frozen plan (backends/macos/README.md).\n"
             "; In SBPL the last matching rule wins: every deny below follows the allows it\n"
             "; narrows.\n"
@@ -302,14 +270,14 @@ int a3s_sbpl_profile(const a3s_sbpl_input *in, char **out, a3s_error *err)
             "(allow file-write-data (literal \"/dev/null\") (literal \"/dev/zero\"))\n"
             "; The plan's rules, shallowest path first, and the protected names.\n");
     int rc = fs_rules(&b, in);
-    put(&b, "; Secrets and masks, after everything: nothing above re-exposes them.\n");
+    a3s_sbuf_adds(&b, "; Secrets and masks, after everything: nothing above re-exposes them.\n");
     mask_rules(&b, in);
-    put(&b, "; No network of any kind, Unix sockets included.\n"
+    a3s_sbuf_adds(&b, "; No network of any kind, Unix sockets included.\n"
             "(deny network*)\n");
-    if (rc < 0 || b.oom) {
-        free(b.p);
+    if (rc < 0 || b.failed) {
+        free(b.s);
         return a3s_fail(err, A3S_ERR_INTERNAL, "macos-seatbelt: out of memory");
     }
-    *out = b.p;
+    *out = b.s;
     return 0;
 }
