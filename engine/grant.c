@@ -82,10 +82,16 @@ const char *a3s_grant_host_check(const char *s, size_t n, char *out)
         if (c == '.') {
             if (label == 0)
                 return "empty label in host name";
+            if (s[i - 1] == '-')
+                return "a label of a host name may not end with '-'";
             label = 0;
         } else {
             if (!is_alpha(c) && !is_digit(c) && c != '-')
                 return "invalid character in host name";
+            /* RFC 1123; and a host read as an option ("-oProxyCommand=...") by a tool
+             * it may be handed to is never a grant. */
+            if (c == '-' && label == 0)
+                return "a label of a host name may not start with '-'";
             if (!is_digit(c))
                 numeric = false;
             if (++label > 63)
@@ -95,6 +101,8 @@ const char *a3s_grant_host_check(const char *s, size_t n, char *out)
     }
     if (label == 0)
         return "empty label in host name";
+    if (s[n - 1] == '-')
+        return "a label of a host name may not end with '-'";
     out[n] = '\0';
     /* All digits and dots: only a canonical dotted quad, never "127.1" or "2130706433"
      * (the resolver would read those as addresses). */

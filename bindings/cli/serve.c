@@ -13,15 +13,27 @@
  * lines of concurrent requests interleave but never tear. An exec's cancel fd is a pipe
  * from the server: a byte kills the tree ('c' a cancel request, 's' the server ending),
  * and so does the server's death (the pipe hangs up). At the end of stdin the running
- * requests finish, then the server exits 0. */
+ * requests finish, then the server exits 0.
+ *
+ * Nothing here ever waits on the client: stdout is written without blocking from a
+ * queue, and the loop polls it with everything else (the signal pipe above all). A client
+ * that does not read fills the queue; past OUT_RELAY_CAP the workers' pipes are no longer
+ * read (their execs then wait, as behind a pipe, but never past their deadline:
+ * serve_worker.c), past OUT_INPUT_CAP no more requests are read. A signal ends the
+ * server whatever the client does: every tree is killed, and the answers still queued get
+ * OUT_GRACE_MS to be read. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -53,26 +65,110 @@ static volatile sig_atomic_t got_signal;
 
 /* ------------------------------------------------------------------ answers */
 
-/* One line, whole; a reader that went away stops every answer. */
-static void put_line(const char *s, size_t n)
+/* Bytes of answers queued for a client that is not reading: past the first the workers'
+ * pipes wait, past the second the requests do (a cancel still gets through before). */
+#define OUT_RELAY_CAP (1024 * 1024)
+#define OUT_INPUT_CAP (2 * 1024 * 1024)
+#define OUT_GRACE_MS 2000 /* after a signal: for the client to read what is queued */
+
+enum out_kind { OUT_SOCKET, OUT_NONBLOCK, OUT_POLLED };
+
+/* stdout, written without blocking. Its file description may be shared (a terminal, a
+ * pipe another process holds), so its flags are never changed: a socket takes
+ * MSG_DONTWAIT per call, a pipe is opened again non-blocking through /proc (a description
+ * of our own), anything else is written only when poll says it has room (a regular file
+ * always has; a pipe takes PIPE_BUF bytes then). */
+static struct {
+    int fd;
+    enum out_kind kind;
+    bool fifo;
+    char *buf;
+    size_t off, len, cap; /* buf[off..len) is queued */
+} out = {1, OUT_POLLED, false, NULL, 0, 0, 0};
+
+static void out_open(void)
 {
-    while (n > 0 && !out_broken) {
-        ssize_t w = write(1, s, n);
+    struct stat st;
+    if (fstat(1, &st) < 0)
+        return; /* the first write says what is wrong with it */
+    if (S_ISSOCK(st.st_mode)) {
+        out.kind = OUT_SOCKET;
+    } else if (S_ISFIFO(st.st_mode)) {
+        out.fifo = true;
+        int fd = open("/proc/self/fd/1", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            out.fd = fd;
+            out.kind = OUT_NONBLOCK;
+        }
+    }
+}
+
+static size_t out_queued(void)
+{
+    return out.len - out.off;
+}
+
+/* Writes what it can of the queue now; a write error means the reader went away. */
+static void out_flush(void)
+{
+    while (out_queued() > 0 && !out_broken) {
+        const char *p = out.buf + out.off;
+        size_t n = out_queued();
+        ssize_t w;
+        if (out.kind == OUT_SOCKET) {
+            w = send(out.fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        } else if (out.kind == OUT_NONBLOCK) {
+            w = write(out.fd, p, n);
+        } else {
+            struct pollfd pf = {out.fd, POLLOUT, 0};
+            int r = poll(&pf, 1, 0);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0)
+                return;
+            if (out.fifo && n > PIPE_BUF)
+                n = PIPE_BUF;
+            w = write(out.fd, p, n);
+        }
         if (w < 0 && errno == EINTR)
             continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            /* someone made the shared file description non-blocking: wait for room */
-            struct pollfd pf = {1, POLLOUT, 0};
-            (void)poll(&pf, 1, -1);
-            continue;
-        }
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
         if (w <= 0) {
             out_broken = true;
             break;
         }
-        s += w;
-        n -= (size_t)w;
+        out.off += (size_t)w;
     }
+    if (out_queued() == 0 || out_broken)
+        out.off = out.len = 0;
+}
+
+/* One line, whole, queued; a reader that went away stops every answer. */
+static void put_line(const char *s, size_t n)
+{
+    if (out_broken)
+        return;
+    if (out.off > 0 && out.off >= out.len / 2) { /* keep the queue at the buffer's start */
+        memmove(out.buf, out.buf + out.off, out.len - out.off);
+        out.len -= out.off;
+        out.off = 0;
+    }
+    if (out.cap - out.len < n) {
+        size_t cap = out.cap ? out.cap : 65536;
+        while (cap - out.len < n)
+            cap *= 2;
+        char *b = realloc(out.buf, cap);
+        if (!b) {
+            out_broken = true; /* an answer lost would break the protocol: end it all */
+            return;
+        }
+        out.buf = b;
+        out.cap = cap;
+    }
+    memcpy(out.buf + out.len, s, n);
+    out.len += n;
+    out_flush();
 }
 
 /* The server's own answer: an error about a request that runs nowhere. */
@@ -145,6 +241,11 @@ static void worker_fds(void)
         }
     close_fd(&sig_pipe[0]);
     close_fd(&sig_pipe[1]);
+    if (out.fd != 1)
+        close_fd(&out.fd);
+    free(out.buf);
+    out.buf = NULL;
+    out.off = out.len = out.cap = 0;
     /* Nothing of the worker reads the requests or writes the answers' stream directly. */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0)
@@ -169,7 +270,8 @@ static void start(const cli *c, a3s_serve_req *r)
     }
     job *j = calloc(1, sizeof *j);
     int outp[2] = {-1, -1}, canp[2] = {-1, -1};
-    if (!j || !(j->id = json_deep_copy(r->id)) || pipe2(outp, O_CLOEXEC) < 0 ||
+    /* Non-blocking: the worker polls its writes with its deadline (serve_worker.c). */
+    if (!j || !(j->id = json_deep_copy(r->id)) || pipe2(outp, O_CLOEXEC | O_NONBLOCK) < 0 ||
         pipe2(canp, O_CLOEXEC | O_NONBLOCK) < 0) {
         answer_error(r->id, "internal", "cannot start the request: out of resources");
         goto fail;
@@ -325,6 +427,14 @@ static void read_requests(const cli *c, reader *rd)
 
 /* ------------------------------------------------------------------ the loop */
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void on_signal(int sig)
 {
     int saved = errno;
@@ -366,26 +476,49 @@ int cli_serve_main(const cli *c)
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         (void)sigaction(sigs[i], &sa, NULL);
 
+    out_open();
     bool ending = false; /* a signal or no reader: every running exec was cancelled */
+    int64_t give_up = -1; /* after a signal, every worker ended: when to stop writing */
     for (;;) {
         if ((got_signal || out_broken) && !ending) {
             cancel_all();
             ending = true;
         }
         bool reading = !rd.eof && !ending;
-        if (!reading && count(false) == 0)
-            break;
-        struct pollfd p[2 + MAX_SLOTS];
-        size_t slot_of[2 + MAX_SLOTS], np = 0;
-        p[np++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
-        if (reading)
-            p[np++] = (struct pollfd){0, POLLIN, 0};
-        for (size_t i = 0; i < MAX_SLOTS; i++)
-            if (jobs[i]) {
-                slot_of[np] = i;
-                p[np++] = (struct pollfd){jobs[i]->out, POLLIN, 0};
+        int wait_ms = -1;
+        if (!reading && count(false) == 0) {
+            if (out_queued() == 0 || out_broken)
+                break;
+            if (got_signal) { /* the answers queued get a bounded time to be read */
+                if (give_up < 0)
+                    give_up = now_ms() + OUT_GRACE_MS;
+                if (now_ms() >= give_up)
+                    break;
+                wait_ms = (int)(give_up - now_ms());
             }
-        if (poll(p, np, -1) < 0) {
+        }
+        struct pollfd p[3 + MAX_SLOTS];
+        size_t slot_of[3 + MAX_SLOTS], np = 0;
+        int in_at = -1, out_at = -1;
+        p[np++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
+        if (reading && out_queued() < OUT_INPUT_CAP) {
+            in_at = (int)np;
+            p[np++] = (struct pollfd){0, POLLIN, 0};
+        }
+        if (out_queued() > 0) {
+            out_at = (int)np;
+            p[np++] = (struct pollfd){out.fd, POLLOUT, 0};
+        }
+        /* Past the cap the workers wait (as behind a pipe), except when ending: they must
+         * be able to end whatever the client does. */
+        size_t first_job = np;
+        if (out_queued() < OUT_RELAY_CAP || ending)
+            for (size_t i = 0; i < MAX_SLOTS; i++)
+                if (jobs[i]) {
+                    slot_of[np] = i;
+                    p[np++] = (struct pollfd){jobs[i]->out, POLLIN, 0};
+                }
+        if (poll(p, np, wait_ms) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -395,14 +528,19 @@ int cli_serve_main(const cli *c)
             while (read(sig_pipe[0], drain, sizeof drain) > 0) {
             }
         }
+        if (out_at >= 0 && p[out_at].revents)
+            out_flush();
         /* The workers first: their answers may free what the next request needs. */
-        for (size_t k = reading ? 2 : 1; k < np; k++)
+        for (size_t k = first_job; k < np; k++)
             if (p[k].revents)
                 relay(slot_of[k]);
-        if (reading && p[1].revents && !got_signal && !out_broken)
+        if (in_at >= 0 && p[in_at].revents && !got_signal && !out_broken)
             read_requests(c, &rd);
     }
     free(rd.buf);
+    free(out.buf);
+    if (out.fd != 1)
+        close_fd(&out.fd);
     close_fd(&sig_pipe[0]);
     close_fd(&sig_pipe[1]);
     if (got_signal)

@@ -67,8 +67,9 @@ char *a3s_serve_answer(const json_t *id, json_t *result, const char *code, const
 a3s_sandbox *a3s_serve_sandbox(const struct cli *c, const a3s_serve_req *r, bool defer,
                                a3s_error *err);
 /* Runs request r in this (forked, single-threaded) worker: answers as tagged lines on
- * out ('E' an event, 'F' the final message); a byte on cancel_fd kills an exec's tree
- * ('c' a cancel request, 's' the server ending). Returns the worker's exit status. */
+ * out ('E' an event, 'F' the final message; out is non-blocking, and an exec waits for
+ * room on it only until its deadline); a byte on cancel_fd kills an exec's tree ('c' a
+ * cancel request, 's' the server ending). Returns the worker's exit status. */
 int a3s_serve_worker(const struct cli *c, const a3s_serve_req *r, int out, int cancel_fd);
 
 #endif

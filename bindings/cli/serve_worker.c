@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -64,81 +65,204 @@ a3s_sandbox *a3s_serve_sandbox(const cli *c, const a3s_serve_req *r, bool defer,
     return sb;
 }
 
+/* A worker never waits on the server without also watching its exec's deadline and
+ * cancel fd: a client that stops reading must not keep a command alive (the library's
+ * loop, which enforces the deadline, runs only when on_output returns). Until the
+ * deadline an event waits for room, as the command's output would behind a pipe, and
+ * nothing is lost; from the deadline on, output the server has no room for is dropped,
+ * counted, and said in a "dropped" event where the gap is, and the library's own timer
+ * kills the tree as ever. */
 typedef struct worker {
     const json_t *id;
-    int out;      /* the server's pipe */
-    bool broken;  /* the server went away */
-    uint64_t seq; /* the next output event's number */
+    int out;           /* the server's pipe (non-blocking) */
+    int cancel_fd;     /* readable: cancelled or the server is ending */
+    bool broken;       /* the server went away */
+    bool late;         /* past the deadline: what cannot be written now is dropped */
+    int64_t deadline;  /* CLOCK_MONOTONIC ms; -1: none (not an exec) */
+    uint64_t seq;      /* the next event's number */
+    uint64_t dropped[2]; /* bytes dropped of stdout, stderr, not yet said */
+    char *buf;         /* what is not written yet: whole tagged lines, buf[off..len) */
+    size_t off, len, cap;
 } worker;
 
-/* One tagged line to the server, whole ('E' an event, 'F' the final message). */
-static void send_line(worker *w, char tag, const char *s)
+static int64_t mono_ms(void)
 {
-    size_t n = strlen(s);
-    char *line = malloc(n + 1);
-    if (!line) {
-        w->broken = true; /* the server answers for a worker without a final message */
-        return;
-    }
-    line[0] = tag;
-    memcpy(line + 1, s, n);
-    const char *p = line;
-    n++;
-    while (n > 0 && !w->broken) {
-        ssize_t k = write(w->out, p, n);
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Writes what the pipe takes now. */
+static void flush_some(worker *w)
+{
+    while (w->off < w->len && !w->broken) {
+        ssize_t k = write(w->out, w->buf + w->off, w->len - w->off);
         if (k < 0 && errno == EINTR)
             continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
         if (k <= 0) {
             w->broken = true;
             break;
         }
-        p += k;
-        n -= (size_t)k;
+        w->off += (size_t)k;
     }
-    free(line);
+    if (w->off == w->len || w->broken)
+        w->off = w->len = 0;
+}
+
+/* One tagged line queued ('E' an event, 'F' the final message), then written as far as
+ * it goes. */
+static void queue_line(worker *w, char tag, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    if (w->broken)
+        return;
+    if (w->cap - w->len < n) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap - w->len < n)
+            cap *= 2;
+        char *b = realloc(w->buf, cap);
+        if (!b) {
+            w->broken = true; /* the server answers for a worker without a final message */
+            return;
+        }
+        w->buf = b;
+        w->cap = cap;
+    }
+    w->buf[w->len] = tag;
+    memcpy(w->buf + w->len + 1, s, n - 1);
+    w->len += n;
+    flush_some(w);
+}
+
+enum { WAIT_DONE, WAIT_CANCEL, WAIT_LATE };
+
+/* Waits until everything queued is written. During the exec (until_deadline) it stops
+ * when the cancel fd becomes readable (left unread: run_exec's caller reads why) or at
+ * the deadline; for the final message only a server that ends ('s', or its death) stops
+ * it (the tree is dead by then, and a late 'c' is read and ignored). */
+static int flush_all(worker *w, bool until_deadline)
+{
+    for (;;) {
+        flush_some(w);
+        if (w->off == w->len || w->broken)
+            return WAIT_DONE;
+        int wait = -1;
+        if (until_deadline && w->deadline >= 0) {
+            int64_t left = w->deadline - mono_ms();
+            if (left <= 0)
+                return WAIT_LATE;
+            wait = left > 60000 ? 60000 : (int)left;
+        }
+        struct pollfd pf[2] = {{w->out, POLLOUT, 0}, {w->cancel_fd, POLLIN, 0}};
+        int r = poll(pf, w->cancel_fd >= 0 ? 2 : 1, wait);
+        if (r < 0 && errno != EINTR) {
+            w->broken = true;
+            return WAIT_DONE;
+        }
+        if (r <= 0 || !pf[1].revents || w->cancel_fd < 0)
+            continue;
+        if (until_deadline)
+            return WAIT_CANCEL;
+        char b;
+        ssize_t k = read(w->cancel_fd, &b, 1);
+        if ((k < 0 && errno != EINTR && errno != EAGAIN) || k == 0 || (k == 1 && b != 'c')) {
+            w->broken = true; /* the server is ending: it answers for us */
+            return WAIT_DONE;
+        }
+    }
+}
+
+/* One event of this exec as a JSON line (with its '\n'), or NULL (out of memory). */
+static char *event_line(worker *w, const char *event, int stream, const char *data, size_t n,
+                        uint64_t dropped)
+{
+    bool utf8 = data && a3s_json_is_utf8(data, n);
+    char *b64 = data && !utf8 ? a3s_json_base64_encode(data, n) : NULL;
+    json_t *m = json_object();
+    char *s = NULL;
+    bool ok = a3s_json_set(m, "id", json_deep_copy(w->id)) == 0 &&
+              a3s_json_set(m, "event", json_string(event)) == 0 &&
+              a3s_json_set(m, "stream",
+                           json_string(stream == A3S_STDERR ? "stderr" : "stdout")) == 0 &&
+              a3s_json_set(m, "seq", json_integer((json_int_t)w->seq)) == 0;
+    if (ok && data)
+        ok = a3s_json_set(m, utf8 ? "data" : "data_base64",
+                          utf8 ? json_stringn(data, n) : b64 ? json_string(b64) : NULL) == 0;
+    else if (ok)
+        ok = a3s_json_set(m, "bytes", json_integer((json_int_t)dropped)) == 0;
+    if (ok)
+        s = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    free(b64);
+    size_t k = s ? strlen(s) : 0;
+    char *line = s ? realloc(s, k + 2) : NULL;
+    if (!line) {
+        free(s);
+        return NULL;
+    }
+    line[k] = '\n';
+    line[k + 1] = '\0';
+    w->seq++;
+    return line;
+}
+
+/* The "dropped" events owed, before anything else of the exec is written. */
+static bool say_dropped(worker *w)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!w->dropped[k])
+            continue;
+        char *line = event_line(w, "dropped", k + 1, NULL, 0, w->dropped[k]);
+        if (!line)
+            return false;
+        queue_line(w, 'E', line);
+        free(line);
+        w->dropped[k] = 0;
+    }
+    return true;
 }
 
 /* Live output: each chunk as events of at most A3S_SERVE_MAX_CHUNK bytes, the bytes as
  * "data" when they are valid UTF-8, else "data_base64". Returning non-zero kills the
- * tree: done when the server can no longer be told. */
+ * tree: done when the exec is cancelled or the server can no longer be told. */
 static int on_output(void *ud, int stream, const char *data, size_t len, size_t head_len)
 {
     (void)head_len; /* the events carry every byte; the result keeps its own capture */
     worker *w = ud;
+    int k = stream == A3S_STDERR ? 1 : 0;
     while (len > 0 && !w->broken) {
         size_t n = len < A3S_SERVE_MAX_CHUNK ? len : A3S_SERVE_MAX_CHUNK;
-        bool utf8 = a3s_json_is_utf8(data, n);
-        char *b64 = utf8 ? NULL : a3s_json_base64_encode(data, n);
-        json_t *m = json_object();
-        char *s = NULL;
-        if (a3s_json_set(m, "id", json_deep_copy(w->id)) == 0 &&
-            a3s_json_set(m, "event", json_string("output")) == 0 &&
-            a3s_json_set(m, "stream", json_string(stream == A3S_STDERR ? "stderr" : "stdout")) == 0 &&
-            a3s_json_set(m, "seq", json_integer((json_int_t)w->seq)) == 0 &&
-            a3s_json_set(m, utf8 ? "data" : "data_base64",
-                         utf8 ? json_stringn(data, n) : b64 ? json_string(b64) : NULL) == 0)
-            s = json_dumps(m, JSON_COMPACT);
-        json_decref(m);
-        free(b64);
-        if (!s)
-            return 1; /* out of memory: a lost chunk would break the stream's promise */
-        w->seq++;
-        size_t k = strlen(s);
-        char *line = realloc(s, k + 2);
-        if (!line) {
-            free(s);
-            return 1;
+        if (w->late) {
+            flush_some(w);
+            if (w->off < w->len) { /* no room, and no more waiting for it */
+                w->dropped[k] += n;
+                data += n;
+                len -= n;
+                continue;
+            }
         }
-        line[k] = '\n';
-        line[k + 1] = '\0';
-        send_line(w, 'E', line);
+        if (!say_dropped(w))
+            return 1;
+        char *line = event_line(w, "output", stream, data, n, 0);
+        if (!line)
+            return 1; /* out of memory: a lost chunk would break the stream's promise */
+        queue_line(w, 'E', line);
         free(line);
         data += n;
         len -= n;
+        if (w->late)
+            continue;
+        int why = flush_all(w, true);
+        if (why == WAIT_CANCEL)
+            return 1;
+        if (why == WAIT_LATE)
+            w->late = true; /* the library's timer kills the tree at once */
     }
     return w->broken ? 1 : 0;
 }
-
 /* JSON text from the library (a plan, a result) as a value, or NULL (out of memory). A
  * command's output may hold NUL bytes: \u0000 is kept. */
 static json_t *parsed(char *text)
@@ -164,6 +288,14 @@ static int run_exec(worker *w, const a3s_serve_req *r, a3s_sandbox *sb, int canc
     req.on_output = on_output;
     req.output_ud = w;
     req.cancel_fd = cancel_fd;
+    /* The deadline on_output keeps to while the server has no room: the one the library
+     * enforces, counted from now (a little before the command starts, so never later). */
+    int64_t ceiling;
+    if (a3s_sandbox_timeout_ceiling(sb, &ceiling, err) != A3S_OK)
+        return err->code;
+    if (r->timeout_ms > 0 && r->timeout_ms < ceiling)
+        ceiling = r->timeout_ms;
+    w->deadline = mono_ms() + ceiling;
     a3s_result res;
     int st = a3s_sandbox_exec(sb, &req, &res, err);
     if (st == A3S_OK) {
@@ -184,7 +316,7 @@ int a3s_serve_worker(const cli *c, const a3s_serve_req *r, int out, int cancel_f
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
-    worker w = {.id = r->id, .out = out};
+    worker w = {.id = r->id, .out = out, .cancel_fd = cancel_fd, .deadline = -1};
     a3s_error err;
     memset(&err, 0, sizeof err);
     json_t *result = NULL;
@@ -236,8 +368,12 @@ int a3s_serve_worker(const cli *c, const a3s_serve_req *r, int out, int cancel_f
                               : a3s_serve_answer(r->id, NULL, a3s_json_status_name(st),
                                                  err.msg[0] ? err.msg : "failed");
     json_decref(result);
-    if (line)
-        send_line(&w, 'F', line);
+    /* What was dropped at the end is said before the final message. */
+    if (line && say_dropped(&w)) {
+        queue_line(&w, 'F', line);
+        (void)flush_all(&w, false);
+    }
     free(line);
+    free(w.buf);
     return st == A3S_OK ? 0 : EXIT_REFUSED;
 }

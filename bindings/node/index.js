@@ -8,9 +8,17 @@
 //
 // One Client starts one `a3s-sandbox serve`; many requests may be in flight at once.
 // exec() resolves to the result object that `a3s-sandbox --json` prints; live output goes
-// to onOutput(stream, data) (data: a Buffer). start() returns an Execution at once
-// (result(), cancel(), and an async iterator over its output). Refusals reject with a
-// SandboxError (code and message are the protocol's); a cancelled exec with Cancelled.
+// to onOutput(stream, data) (data: a Buffer; called from the event loop, so it may call
+// the client). start() returns an Execution at once (result(), cancel(), and an async
+// iterator over its output). Refusals reject with a SandboxError (code and message are
+// the protocol's); a cancelled exec with Cancelled.
+//
+// An Execution holds at most maxBuffer bytes (a Client option, default 8 MiB) of output
+// its iterator has not taken: the client never stops reading the server for one slow
+// consumer, so the others' answers keep coming. Past that, output is dropped, and the
+// iterator yields { stream, dropped: BYTES } where it was lost; the server reports its own
+// drops (past a deadline, docs/PROTOCOL.md) the same way, and to onDropped(stream, bytes)
+// for exec(). The result object is whole either way.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -53,11 +61,16 @@ function findCli(cli) {
   throw new Error('a3s-sandbox not found (give cli or set A3S_SANDBOX_CLI)');
 }
 
+const MAX_BUFFER = 8 * 1024 * 1024; // bytes of output an Execution holds (maxBuffer)
+
 class Execution {
-  constructor(client, id) {
+  constructor(client, id, maxBuffer) {
     this.id = id;
     this._client = client;
     this._events = [];
+    this._buffered = 0; // bytes of data in _events
+    this._maxBuffer = maxBuffer;
+    this._lost = { stdout: 0, stderr: 0 }; // dropped since the stream's last queued data
     this._wake = null;
     this._ended = false;
     this._result = new Promise((resolve, reject) => {
@@ -67,12 +80,29 @@ class Execution {
     this._result.catch(() => {}); // a rejection nobody awaited is not an error of ours
   }
 
+  _sayLost(stream) {
+    if (this._lost[stream]) this._events.push({ stream, dropped: this._lost[stream] });
+    this._lost[stream] = 0;
+  }
+
   _output(stream, data) {
+    if (this._buffered + data.length > this._maxBuffer) {
+      this._lost[stream] += data.length;
+      return;
+    }
+    this._sayLost(stream);
     this._events.push({ stream, data });
+    this._buffered += data.length;
     if (this._wake) this._wake();
   }
 
+  _dropped(stream, bytes) {
+    this._lost[stream] += bytes;
+  }
+
   _finish() {
+    this._sayLost('stdout');
+    this._sayLost('stderr');
     this._ended = true;
     if (this._wake) this._wake();
   }
@@ -93,11 +123,14 @@ class Execution {
     }
   }
 
-  // for await (const { stream, data } of execution) ...
+  // for await (const { stream, data, dropped } of execution) ...: data a Buffer, or
+  // dropped the bytes of the stream lost at that place.
   async *[Symbol.asyncIterator]() {
     for (;;) {
       if (this._events.length) {
-        yield this._events.shift();
+        const ev = this._events.shift();
+        if (ev.data) this._buffered -= ev.data.length;
+        yield ev;
       } else if (this._ended) {
         return;
       } else {
@@ -109,8 +142,9 @@ class Execution {
 }
 
 class Client {
-  // options: workspace, policy, cli, args (further options of serve).
+  // options: workspace, policy, cli, args (further options of serve), maxBuffer.
   constructor(options = {}) {
+    this._maxBuffer = options.maxBuffer === undefined ? MAX_BUFFER : options.maxBuffer;
     const args = ['serve'];
     if (options.workspace !== undefined) args.push('-w', options.workspace);
     if (options.policy !== undefined) args.push('-p', options.policy);
@@ -153,6 +187,11 @@ class Client {
       p.output(msg.stream, data);
       return;
     }
+    if (msg.event === 'dropped') {
+      p.dropped(msg.stream, msg.bytes);
+      return;
+    }
+    if (!('ok' in msg)) return; // an event of a later protocol
     this._pending.delete(msg.id);
     if (msg.ok) p.done(msg.result);
     else p.fail(errorOf(msg.error || {}));
@@ -168,7 +207,7 @@ class Client {
   request(op, members = {}) {
     return new Promise((resolve, reject) => {
       const id = this._nextId++;
-      this._send({ ...members, id, op }, { output() {}, done: resolve, fail: reject });
+      this._send({ ...members, id, op }, { output() {}, dropped() {}, done: resolve, fail: reject });
     });
   }
 
@@ -188,7 +227,8 @@ class Client {
   }
 
   // Start an exec ({argv} or {command}, env, stdin (string or Buffer), timeout, cwd,
-  // grants, grantDigest, onOutput(stream, data)); returns its Execution at once.
+  // grants, grantDigest, onOutput(stream, data), onDropped(stream, bytes)); returns its
+  // Execution at once.
   start(options) {
     return this._start(options, true);
   }
@@ -196,18 +236,25 @@ class Client {
   // keep: the Execution keeps the output for its iterator (exec() has no iterator).
   _start(options, keep) {
     const m = Client._execMembers(options);
-    const ex = new Execution(this, this._nextId++);
-    let thrown = null; // what onOutput threw: the exec's promise rejects with it
+    const ex = new Execution(this, this._nextId++, this._maxBuffer);
+    let thrown = null; // what a callback threw: the exec's promise rejects with it
+    const call = (fn, ...args) => {
+      if (fn && !thrown) {
+        try {
+          fn(...args);
+        } catch (e) {
+          thrown = e;
+        }
+      }
+    };
     this._send({ ...m, id: ex.id, op: 'exec' }, {
       output(stream, data) {
-        if (options.onOutput && !thrown) {
-          try {
-            options.onOutput(stream, data);
-          } catch (e) {
-            thrown = e;
-          }
-        }
+        call(options.onOutput, stream, data);
         if (keep) ex._output(stream, data);
+      },
+      dropped(stream, bytes) {
+        call(options.onDropped, stream, bytes);
+        if (keep) ex._dropped(stream, bytes);
       },
       done(result) { ex._finish(); if (thrown) ex._reject(thrown); else ex._resolve(result); },
       fail(e) { ex._finish(); ex._reject(thrown || e); },
@@ -234,4 +281,4 @@ class Client {
   }
 }
 
-module.exports = { Client, Execution, SandboxError, Cancelled };
+module.exports = { Client, Execution, SandboxError, Cancelled, MAX_BUFFER };

@@ -7,7 +7,7 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { Client, Cancelled, SandboxError } = require('./index.js');
+const { Client, Cancelled, SandboxError, MAX_BUFFER } = require('./index.js');
 
 const CLI = process.env.A3S_CLI || process.env.A3S_SANDBOX_CLI || 'a3s-sandbox';
 const README = path.join(__dirname, '..', '..', 'README.md');
@@ -78,6 +78,40 @@ test('a throwing onOutput rejects the exec, and the client goes on', withClient(
   await assert.rejects(sb.exec({ argv: ['echo', 'x'], onOutput: () => { throw new Error('from the callback'); } }),
     /from the callback/);
   assert.equal((await sb.exec({ argv: ['echo', 'y'] })).stdout, 'y\n');
+}));
+
+test('a callback may call the client (it runs on the event loop, not inside a read)', withClient(async (sb) => {
+  const seen = [];
+  const ex = sb.start({
+    command: 'echo started; sleep 600',
+    onOutput: (stream, data) => {
+      seen.push(sb.probe().then((r) => r.backend));
+      seen.push(ex.cancel());
+    },
+  });
+  await assert.rejects(ex.result(), Cancelled);
+  assert.deepEqual(await Promise.all(seen), ['linux-bwrap', true]);
+}));
+
+test('unread output is bounded: at most MAX_BUFFER held, the rest said dropped', withClient(async (sb) => {
+  const size = 200 * 1000 * 1000;
+  const before = process.resourceUsage().maxRSS; // KiB
+  const ex = sb.start({ command: `head -c ${size} /dev/zero | tr '\\0' a`, timeout: 600 });
+  const r = await ex.result();
+  const grown = process.resourceUsage().maxRSS - before;
+  assert.equal(r.exit_code, 0);
+  assert.equal(r.total_bytes, size);
+  assert.ok(grown * 1024 < MAX_BUFFER + 96 * 1024 * 1024, `peak RSS grew by ${grown} KiB`);
+  let got = 0;
+  let lost = 0;
+  for await (const { stream, data, dropped } of ex) {
+    assert.equal(stream, 'stdout');
+    if (dropped !== undefined) lost += dropped;
+    else got += data.length;
+  }
+  assert.ok(got <= MAX_BUFFER, `${got} bytes held`);
+  assert.ok(lost > 0);
+  assert.equal(got + lost, size);
 }));
 
 test('start: iterate the output, then the result', withClient(async (sb) => {

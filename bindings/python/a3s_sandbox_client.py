@@ -7,21 +7,30 @@
 
 A Client starts one `a3s-sandbox serve` and may be used from several threads at once:
 each call waits for its own answer. exec() returns the result object that
-`a3s-sandbox --json` prints; live output goes to on_output(stream, data) (data: bytes,
-called in the client's reader thread), or start() returns an Execution to iterate over.
-Refusals raise SandboxError (its code and message are the protocol's); a cancelled exec
-raises Cancelled.
+`a3s-sandbox --json` prints; live output goes to on_output(stream, data), called in the
+thread that called exec() (so it may call the client: cancel, probe, even exec), or
+start() returns an Execution to iterate over. Refusals raise SandboxError (its code and
+message are the protocol's); a cancelled exec raises Cancelled.
+
+Output not yet consumed (by on_output or the Execution's iterator) is held up to
+max_buffer bytes per exec (default 8 MiB): the client's reader never waits for a slow
+consumer, so one exec's consumer cannot hold up the others' answers. Past that the
+output is dropped, and the consumer gets a Dropped (an int: the bytes of the stream lost
+at that place) in place of the data; the server reports its own drops (past a deadline,
+docs/PROTOCOL.md) the same way. The result object is whole either way.
 """
 import base64
+import collections
 import itertools
 import json
 import os
-import queue
 import shutil
 import subprocess
 import threading
 
-__all__ = ["Client", "Execution", "SandboxError", "Cancelled"]
+__all__ = ["Client", "Execution", "SandboxError", "Cancelled", "Dropped"]
+
+MAX_BUFFER = 8 * 1024 * 1024  # bytes of output held per exec (Client(max_buffer=))
 
 
 class SandboxError(Exception):
@@ -45,51 +54,98 @@ def _error(err):
     return cls(err.get("code"), message)
 
 
-class _Pending:
-    """A request waiting for its final message; its output goes to on_output(stream,
-    data) and/or the events queue (an Execution's), which ends with Execution._END."""
+class Dropped(int):
+    """In place of data: this many bytes of the stream were not delivered here (the
+    consumer fell more than max_buffer behind, or the server dropped them past the exec's
+    deadline)."""
 
-    def __init__(self, on_output=None, events=None):
-        self.on_output = on_output
-        self.events = events
+    def __repr__(self):
+        return "Dropped(%d)" % self
+
+
+class _Pending:
+    """A request waiting for its final message. With a consumer (queued: on_output or an
+    Execution's iterator), its output is queued for it, bounded by max_buffer bytes; the
+    queue ends with _END."""
+
+    def __init__(self, queued=False, max_buffer=MAX_BUFFER):
+        self.queued = queued
+        self.max_buffer = max_buffer
+        self.cond = threading.Condition()
+        self.items = collections.deque()
+        self.buffered = 0  # bytes of data in items
+        self.lost = {}  # stream -> bytes dropped since its last queued data
         self.done = threading.Event()
         self.answer = None
-        self.error = None  # what on_output raised: the caller gets it, not the reader
+        self.error = None  # what on_output raised: the caller of exec gets it
 
+    def _say_lost(self, stream):
+        n = self.lost.pop(stream, 0)
+        if n:
+            self.items.append((stream, Dropped(n)))
+
+    # The reader thread's side: never waits.
     def output(self, stream, data):
-        if self.on_output and self.error is None:
-            try:
-                self.on_output(stream, data)
-            except Exception as e:  # noqa: BLE001 (handed to the caller of exec)
-                self.error = e
-        if self.events is not None:
-            self.events.put((stream, data))
+        if not self.queued:
+            return
+        with self.cond:
+            if self.buffered + len(data) > self.max_buffer:
+                self.lost[stream] = self.lost.get(stream, 0) + len(data)
+                return
+            self._say_lost(stream)
+            self.items.append((stream, data))
+            self.buffered += len(data)
+            self.cond.notify_all()
+
+    def dropped(self, stream, n):
+        if self.queued:
+            with self.cond:
+                self.lost[stream] = self.lost.get(stream, 0) + n
 
     def finish(self, answer):
-        self.answer = answer
-        if self.events is not None:
-            self.events.put(Execution._END)
-        self.done.set()
+        with self.cond:
+            self.answer = answer
+            if self.queued:
+                for stream in list(self.lost):
+                    self._say_lost(stream)
+                self.items.append(_END)
+            self.done.set()
+            self.cond.notify_all()
+
+    # The consumer's side.
+    def next_item(self, timeout=None):
+        """The next (stream, data) pair, or _END (left in place: it ends every later
+        call); None when timeout passed."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.items, timeout):
+                return None
+            item = self.items[0]
+            if item is _END:
+                return item
+            self.items.popleft()
+            if not isinstance(item[1], Dropped):
+                self.buffered -= len(item[1])
+            return item
+
+
+_END = object()
 
 
 class Execution:
-    """A running exec (Client.start): iterate for its output as (stream, bytes) pairs,
+    """A running exec (Client.start): iterate for its output as (stream, data) pairs,
     result() for its result, cancel() to kill it."""
 
-    _END = object()
-
-    def __init__(self, client, rid):
+    def __init__(self, client, rid, max_buffer):
         self._client = client
         self.id = rid
-        self._events = queue.Queue()
-        self._pending = _Pending(events=self._events)
+        self._pending = _Pending(queued=True, max_buffer=max_buffer)
 
     def __iter__(self):
+        """(stream, data) pairs: data is bytes, or a Dropped where output was lost."""
         while True:
-            item = self._events.get()
-            if item is Execution._END:
-                self._events.put(item)  # a second iteration ends at once
-                return
+            item = self._pending.next_item()
+            if item is _END:
+                return  # a second iteration ends at once
             yield item
 
     def result(self, timeout=None):
@@ -114,9 +170,11 @@ class Client:
     """One `a3s-sandbox serve` for a workspace and policy.
 
     cli: the program (default: $A3S_SANDBOX_CLI, else `a3s-sandbox` on PATH); args:
-    further options of serve (e.g. ["--audit", "audit.jsonl"])."""
+    further options of serve (e.g. ["--audit", "audit.jsonl"]); max_buffer: bytes of
+    output held for each exec's consumer (see Dropped)."""
 
-    def __init__(self, workspace=None, policy=None, cli=None, args=()):
+    def __init__(self, workspace=None, policy=None, cli=None, args=(), max_buffer=MAX_BUFFER):
+        self._max_buffer = max_buffer
         cli = cli or os.environ.get("A3S_SANDBOX_CLI") or shutil.which("a3s-sandbox")
         if not cli:
             raise FileNotFoundError("a3s-sandbox not found (give cli= or set A3S_SANDBOX_CLI)")
@@ -150,7 +208,9 @@ class Client:
                 data = (msg["data"].encode("utf-8") if "data" in msg
                         else base64.b64decode(msg["data_base64"]))
                 p.output(msg["stream"], data)
-            else:
+            elif msg.get("event") == "dropped":
+                p.dropped(msg["stream"], msg["bytes"])
+            elif "ok" in msg:
                 p.finish(msg)
         status = self._proc.wait()
         with self._lock:
@@ -211,19 +271,30 @@ class Client:
               grants=None, grant_digest=None):
         """Start an exec and return its Execution at once."""
         m = self._exec_members(argv, command, env, stdin, timeout, cwd, grants, grant_digest)
-        ex = Execution(self, next(self._ids))
+        ex = Execution(self, next(self._ids), self._max_buffer)
         self._send(dict(m, id=ex.id, op="exec"), ex._pending)
         return ex
 
     def exec(self, argv=None, command=None, *, env=None, stdin=None, timeout=None, cwd=None,
              grants=None, grant_digest=None, on_output=None):
         """Run argv (a list, as given) or command (a string, with bash) and return the
-        result object. stdin: str or bytes; on_output(stream, data) sees every byte (what
-        it raises is raised here once the exec has ended)."""
+        result object. stdin: str or bytes; on_output(stream, data), called in this
+        thread, sees every byte (data: bytes, or a Dropped where output was lost; what it
+        raises is raised here once the exec has ended)."""
         m = self._exec_members(argv, command, env, stdin, timeout, cwd, grants, grant_digest)
         rid = next(self._ids)
-        p = _Pending(on_output)
+        p = _Pending(queued=on_output is not None, max_buffer=self._max_buffer)
         self._send(dict(m, id=rid, op="exec"), p)
+        if on_output is not None:
+            while True:
+                item = p.next_item()
+                if item is _END:
+                    break
+                if p.error is None:
+                    try:
+                        on_output(*item)
+                    except Exception as e:  # noqa: BLE001 (raised once the exec ended)
+                        p.error = e
         p.done.wait()
         if p.error is not None:
             raise p.error

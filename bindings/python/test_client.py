@@ -1,6 +1,7 @@
 """Tests of a3s_sandbox_client against the real `a3s-sandbox serve` (unittest; the CLI
 from $A3S_CLI or $A3S_SANDBOX_CLI). Exit 77 (skipped) where no sandbox can run."""
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -9,7 +10,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from a3s_sandbox_client import Cancelled, Client, SandboxError  # noqa: E402
+from a3s_sandbox_client import MAX_BUFFER, Cancelled, Client, Dropped, SandboxError  # noqa: E402
 
 CLI = os.environ.get("A3S_CLI") or os.environ.get("A3S_SANDBOX_CLI") or "a3s-sandbox"
 README = os.path.join(HERE, "..", "..", "README.md")
@@ -22,8 +23,30 @@ class ClientTest(unittest.TestCase):
         self.sb = Client(workspace=self.ws, cli=CLI)
 
     def tearDown(self):
-        self.assertEqual(self.sb.close(), 0)
+        if self.sb is not None:
+            self.assertEqual(self.sb.close(), 0)
         self.tmp.cleanup()
+
+    def in_thread(self, fn, seconds=120):
+        """fn() in a thread of its own; a call that hangs fails the test (the client is
+        then dropped, its server killed) instead of hanging the suite."""
+        out = {}
+
+        def run():
+            try:
+                out["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 (re-raised below)
+                out["error"] = e
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(seconds)
+        if t.is_alive():
+            self.sb._proc.kill()
+            self.sb = None
+            self.fail("the call did not return within %d s (deadlocked)" % seconds)
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
 
     def test_readme_example(self):
         """The README's Python example is bindings/python/example.py, and it runs."""
@@ -57,6 +80,41 @@ class ClientTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "from the callback"):
             self.sb.exec(["echo", "x"], on_output=boom)
         self.assertEqual(self.sb.exec(["echo", "y"])["stdout"], "y\n")  # still serving
+
+    def test_a_callback_may_call_the_client(self):
+        """on_output runs in the caller's thread, not the reader's: calls made from it are
+        answered."""
+        seen = []
+
+        def cb(stream, data):
+            seen.append(self.sb.probe()["backend"])
+            seen.append(self.sb.exec(["echo", "inner"])["stdout"])
+
+        r = self.in_thread(lambda: self.sb.exec(["echo", "outer"], on_output=cb), 60)
+        self.assertEqual(r["stdout"], "outer\n")
+        self.assertEqual(seen, ["linux-bwrap", "inner\n"])
+
+    def test_unread_output_is_bounded(self):
+        """start() with 200 MB of output nobody iterates: the client holds at most
+        MAX_BUFFER of it (its peak RSS grows by far less than the output), and the
+        iterator then says how many bytes were dropped; the result is whole."""
+        size = 200 * 1000 * 1000
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+        ex = self.sb.start(command="head -c %d /dev/zero | tr '\\0' a" % size, timeout=600)
+        r = self.in_thread(lambda: ex.result(timeout=600), 600)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        self.assertEqual((r["exit_code"], r["total_bytes"]), (0, size))
+        self.assertLess(grown * 1024, MAX_BUFFER + 64 * 1024 * 1024, "peak RSS grew by %d KiB" % grown)
+        got = lost = 0
+        for stream, data in ex:
+            self.assertEqual(stream, "stdout")
+            if isinstance(data, Dropped):
+                lost += data
+            else:
+                got += len(data)
+        self.assertLessEqual(got, MAX_BUFFER)
+        self.assertGreater(lost, 0)
+        self.assertEqual(got + lost, size)
 
     def test_start_iterate_and_result(self):
         ex = self.sb.start(command="echo one; echo two >&2")

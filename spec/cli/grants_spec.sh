@@ -104,11 +104,14 @@ run_cli -w "$ws" "${huge[@]}" -c "touch $ws/many-ran"
 check "20000 grants: run refused (125)" eq "$RC" 125
 check "20000 grants: the message names the cap" contains "$ERR" "at most 256"
 check "too many grants: nothing ran" test ! -e "$ws/many-ran"
-for bad in '*' '*.example.com' 'api.*.com' 'a b' 'a/b' 'user@host' 'host:0' 'host:99999'; do
+for bad in '*' '*.example.com' 'api.*.com' 'a b' 'a/b' 'user@host' 'host:0' 'host:99999' \
+  '-x.example' '-oProxyCommand=x:22' 'a.-b.example' 'example-'; do
   run_cli -w "$ws" --grant "$bad" -c "touch $ws/bad-ran"
   check "malformed or wildcard grant '$bad' refused" eq "$RC" 125
 done
 check "no malformed grant ran anything" test ! -e "$ws/bad-ran"
+run_cli -w "$ws" --grant -x.example -c true
+check "a host starting with '-': the message says why" contains "$ERR" "may not start with '-'"
 
 # An allowed CONNECT through the relay's HTTP proxy.
 n0=$(accepted)

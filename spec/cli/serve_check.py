@@ -274,6 +274,10 @@ def requests(ws):
     s.send({"id": 4, "op": "digest", "grants": ["example.org:443"], "grant_digest": "0" * 64})
     m = s.read()
     assert m["ok"] is False and m["error"]["code"] == "policy", m
+    s.send({"id": "g", "op": "exec", "argv": ["true"], "grants": ["-oProxyCommand.example"]})
+    m = s.read()
+    assert m["ok"] is False and m["error"]["code"] == "invalid", m
+    assert "may not start with '-'" in m["error"]["message"], m
     data = bytes(range(256))
     s.send({"id": 5, "op": "exec", "argv": ["od", "-An", "-tx1", "-v"],
             "stdin_base64": base64.b64encode(data).decode()})
@@ -373,6 +377,73 @@ def reader_gone(ws):
     assert left.stdout == "", "processes left: %s" % left.stdout
     s.p.stdin.close()
     s.p.stderr.close()
+
+
+def pgrep(pattern):
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+
+
+def wait_for(cond, seconds):
+    end = time.monotonic() + seconds
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.1)
+    return cond()
+
+
+def stalled_start(ws, marker):
+    """A server running `yes MARKER` with a 2 s deadline for a client that reads none of
+    its answers."""
+    s = Server(ws)
+    s.send({"id": 1, "op": "exec", "argv": ["yes", marker], "timeout": 2})
+    assert wait_for(lambda: pgrep("yes " + marker), 60), "yes never started"
+    return s
+
+
+def stalled_deadline(ws):
+    """A client that stops reading cannot keep a command past its deadline: the tree dies
+    at its deadline (a generous bound here), and when the client reads again the events
+    lost past the deadline are said by "dropped" events; the result is timed_out."""
+    marker = "31341.%d" % os.getpid()
+    s = stalled_start(ws, marker)
+    try:
+        gone = wait_for(lambda: not pgrep("yes " + marker), 20)
+        assert gone, "the command outlived its 2 s deadline by 20 s: %s" % pgrep("yes " + marker)
+        evs = []
+        f = s.until_final(1, evs)
+        r = result_of(f)
+        assert r["timed_out"] is True, r
+        assert [e["seq"] for e in evs] == list(range(len(evs))), "seq numbers out of order"
+        kinds = {e["event"] for e in evs}
+        assert kinds == {"output", "dropped"}, kinds
+        lost = sum(e["bytes"] for e in evs if e["event"] == "dropped")
+        got = sum(len(e["data"]) for e in evs if e["event"] == "output")
+        assert lost > 0 and got > 0, (lost, got)
+        assert got + lost == r["total_bytes"], (got, lost, r["total_bytes"])
+        rc, _ = s.close()
+        assert rc == 0, rc
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", "yes " + marker], capture_output=True)
+        s.p.kill()
+
+
+def stalled_signalled(ws):
+    """SIGTERM ends a server whose client reads nothing: the command is killed and the
+    server exits 143 within a bound (not blocked writing answers nobody reads)."""
+    marker = "31342.%d" % os.getpid()
+    s = stalled_start(ws, marker)
+    try:
+        time.sleep(0.5)  # the answers fill the pipe: the server has no room left
+        s.p.send_signal(15)
+        try:
+            rc = s.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the server did not exit within 20 s of SIGTERM") from None
+        assert rc == 128 + 15, rc
+        assert wait_for(lambda: not pgrep("yes " + marker), 20), \
+            "processes left: %s" % pgrep("yes " + marker)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", "yes " + marker], capture_output=True)
+        s.p.kill()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 # tree; 1,000 malformed lines each answered with a JSON error and the server still
 # answering; 10 MB of output delivered losslessly in seq order; an exec's result equal to
 # what `a3s-sandbox --json` prints for the same command; the other ops, the cap on running
-# requests, and the end of input waiting for a running exec. The command line refuses
-# what serve does not take.
+# requests, and the end of input waiting for a running exec; a client that reads nothing
+# cannot keep a command past its deadline nor the server past SIGTERM. The command line
+# refuses what serve does not take.
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 command -v python3 >/dev/null || skip_all "python3 drives the server"
@@ -21,6 +22,8 @@ check "exec results equal a3s-sandbox --json's" sv same_as_json
 check "SIGTERM: the running exec is killed and answered, exit 143" sv signalled
 check "the server killed (SIGKILL): its commands die with it" sv server_killed
 check "the reader goes away: the running exec is killed, exit 141" sv reader_gone
+check "a client that reads nothing: the exec still dies at its deadline; drops are said" sv stalled_deadline
+check "a client that reads nothing: SIGTERM still ends the server (143) and the exec" sv stalled_signalled
 check "digest, plan, capabilities, stdin_base64, duplicate id, busy, end of input" sv requests
 
 ws=$(tmpdir)

@@ -43,7 +43,8 @@ static void test_grant_parse(void)
         ":443",      "host:-1",    "host:+80",      "::1",         "[::1",       "[]:80",
         "[1.2.3.4]", "[::1]x",     "a..b",          ".a",          "a.",         "a_b",
         "h\tx",      "127.1",      "2130706433",    "1.2.3.4.5",   "ex?ample",   "host:80:80",
-        "[::1]:0",   "h\x7fx",     "h\xc3\xa9x",    "host:080800",
+        "[::1]:0",   "h\x7fx",     "h\xc3\xa9x",    "host:080800", "-x.example",  "-oProxyCommand=x",
+        "-",         "--help:443", "a.-b.example", "a-.example", "example-",   "a.b-:80",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memset(&err, 0, sizeof err);
