@@ -48,6 +48,11 @@ int a3s_join_hold(bool with_net)
                                         "/proc/self/ns/uts", "/proc/self/ns/net"};
     int fd[4] = {-1, -1, -1, -1};
     int n = with_net ? 4 : 3, rc = -1;
+    /* bwrap's /proc stays below each command's own: read-only, as a fresh run's is made
+     * (its procfs instance is the session's, not a command's). */
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, "/proc", AT_RECURSIVE, &ro, sizeof ro) < 0)
+        return fail("making /proc read-only");
     for (int i = 0; i < n; i++)
         if ((fd[i] = open(name[i], O_RDONLY | O_CLOEXEC)) < 0) {
             fail(name[i]);

@@ -72,6 +72,10 @@ check "the next command sees no process of the last one" not_contains "$OUT" "sl
 check "the next command sees a handful of processes of its own" test "$(grep -c . <<<"$OUT")" -le 5
 ex -c 'tr "\0" " " </proc/1/cmdline'
 check "pid 1 is the command's own (the launcher that joined the session)" contains "$OUT" "--join"
+ex -c 'grep -c " /proc" /proc/self/mountinfo; grep " /proc" /proc/self/mountinfo | grep -c " rw," || true'
+check "every /proc mount a command has, also the session's below its own, is read-only" \
+  eq "$(sed -n 2p <<<"$OUT")" 0
+check "... and there are such mounts to look at" test "$(sed -n 1p <<<"$OUT")" -ge 2
 
 # --- a fresh /tmp, /dev/shm, scratch dir and IPC namespace per command -----------------
 # /dev/shm is writable where a fresh run's is (bwrap's --dev: not for a root caller's
