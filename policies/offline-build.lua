@@ -37,8 +37,8 @@ local caches = {
 -- workspace or the scratch dir (visible and writable there already).
 local exposed = {}
 for _, rel in ipairs(caches) do
-  local dir = a3s.host.realpath(path.join(ctx.home, rel))
-  if dir and a3s.host.is_dir(dir) and dir ~= "/" and not plan:rule_kind(dir)
+  local dir = a3s.host.exposable(path.join(ctx.home, rel))
+  if dir and dir ~= "/" and not plan:rule_kind(dir)
       and not path.within(dir, ctx.workspace) and not path.within(dir, ctx.scratch) then
     plan:read_only(dir, { optional = true, discovered = true })
     exposed[rel] = dir

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "wspath.h"
 
 typedef struct fact {
     char kind;
@@ -204,6 +205,21 @@ bool a3s_facts_pathdir(const char *seg, size_t len, char *canon, size_t n)
     return strcmp(lex, canon) == 0;
 }
 
+bool a3s_facts_exposable(const char *path, char *canon, size_t n)
+{
+    char *c;
+    int fd;
+    a3s_error e;
+    if (n < PATH_MAX || path[0] != '/' || a3s_wspath_open(path, &c, &fd, &e) < 0)
+        return false;
+    close(fd);
+    bool ok = strlen(c) < n;
+    if (ok)
+        memcpy(canon, c, strlen(c) + 1);
+    free(c);
+    return ok;
+}
+
 static bool same(const fact *x, bool has, const char *ans, size_t nlen)
 {
     return x->has == has && (!has || (x->nlen == nlen && (!nlen || !memcmp(x->ans, ans, nlen))));
@@ -220,6 +236,10 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx)
         return x->has == (lstat(x->arg, &st) == 0 && S_ISDIR(st.st_mode));
     case A3S_FACT_REALPATH: {
         bool has = realpath(x->arg, buf) != NULL;
+        return same(x, has, buf, has ? strlen(buf) : 0);
+    }
+    case A3S_FACT_EXPOSABLE: {
+        bool has = a3s_facts_exposable(x->arg, buf, sizeof buf);
         return same(x, has, buf, has ? strlen(buf) : 0);
     }
     case A3S_FACT_PATHDIR: {
@@ -342,7 +362,7 @@ a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len)
             goto bad;
         switch (kind) {
         case A3S_FACT_EXISTS: case A3S_FACT_IS_DIR: case A3S_FACT_REALPATH:
-        case A3S_FACT_GLOB: case A3S_FACT_PATHDIR: case A3S_FACT_FILE:
+        case A3S_FACT_GLOB: case A3S_FACT_PATHDIR: case A3S_FACT_FILE: case A3S_FACT_EXPOSABLE:
             break;
         default:
             goto bad;

@@ -18,7 +18,14 @@ enum {
     A3S_FACT_GLOB = 'g',    /* arg: dir NUL prefix; ans: sorted names, each NUL-ended */
     A3S_FACT_PATHDIR = 'p', /* arg: a PATH entry; ans: canonical directory when has */
     A3S_FACT_FILE = 'f',    /* arg: policy file looked for; ans: contents when has */
+    A3S_FACT_EXPOSABLE = 'x', /* arg: path; ans: canonical directory when has */
 };
+
+/* The canonical directory `path` names, following a symbolic link only where the caller
+ * cannot write the directory that holds it (engine/wspath.h: the workspace path's rule),
+ * into canon (n >= PATH_MAX): what a policy may re-expose from the host. false when it
+ * does not exist, is not a directory or passes through a link a command could plant. */
+bool a3s_facts_exposable(const char *path, char *canon, size_t n);
 
 /* Record one fact (copies arg and ans). Out of memory marks the record unusable: it then
  * never holds. */

@@ -1,6 +1,6 @@
 /* What a policy may ask of the host: the a3s.host queries (exists, is_dir, realpath,
- * glob_prefix) and ctx, the read-only facts (roots, platform, environment, the PATH
- * directories). On a neutral host (a3s_policy_ctx.neutral) every query answers
+ * exposable, glob_prefix) and ctx, the read-only facts (roots, platform, environment,
+ * the PATH directories). On a neutral host (a3s_policy_ctx.neutral) every query answers
  * "absent" and ctx has no environment and no PATH directories, so no fact of the real
  * host can reach the plan. */
 #include "runtime.h"
@@ -62,6 +62,26 @@ static int h_realpath(lua_State *L)
     bool has = !r->ctx->neutral && realpath(p, buf);
     if (!r->ctx->neutral)
         a3s_facts_add(r->facts, A3S_FACT_REALPATH, p, strlen(p), buf, has ? strlen(buf) : 0,
+                      has);
+    if (has)
+        lua_pushstring(L, buf);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* a3s.host.exposable(path) -> canonical directory | nil: what a policy may re-expose.
+ * Unlike realpath, a symbolic link is followed only where the caller cannot write the
+ * directory holding it: a link a command planted (in a workspace, say) must never choose
+ * what a later run binds. [-1, +1, v] */
+static int h_exposable(lua_State *L)
+{
+    char buf[PATH_MAX];
+    const char *p = a3s_lua_state_check_abs(L, 1);
+    rt *r = a3s_rt_get(L);
+    bool has = !r->ctx->neutral && a3s_facts_exposable(p, buf, sizeof buf);
+    if (!r->ctx->neutral)
+        a3s_facts_add(r->facts, A3S_FACT_EXPOSABLE, p, strlen(p), buf, has ? strlen(buf) : 0,
                       has);
     if (has)
         lua_pushstring(L, buf);
@@ -279,6 +299,7 @@ void a3s_host_query_push_lib(lua_State *L)
         {"exists", h_exists},
         {"is_dir", h_is_dir},
         {"realpath", h_realpath},
+        {"exposable", h_exposable},
         {"glob_prefix", h_glob_prefix},
         {NULL, NULL},
     };

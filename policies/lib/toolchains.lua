@@ -1,6 +1,7 @@
 -- lib/toolchains.lua: toolchain roots to re-expose read-only under the hidden home, so
 -- offline toolchains keep working (baseline.lua). A query of the host only: it returns
--- canonical existing directories and changes no plan.
+-- canonical existing directories (reached through no link a command could plant) and
+-- changes no plan.
 
 local path = require "lib.path"
 
@@ -48,8 +49,10 @@ function M.roots(ctx)
     if type(p) ~= "string" or p:sub(1, 1) ~= "/" then
       return
     end
-    local real = host.realpath(p)
-    if real and host.is_dir(real) and not seen[real] then
+    -- Not realpath: a link a command could have planted (in a workspace, say) must not
+    -- choose what is bound; exposable follows links only where the caller cannot write.
+    local real = host.exposable(p)
+    if real and not seen[real] then
       seen[real] = true
       out[#out + 1] = real
     end

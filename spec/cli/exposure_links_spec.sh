@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A policy's re-exposures (toolchain roots, caches) never follow a link a command could
+# have planted. Attack: a toolchain location (NVM_DIR, ~/.cargo) leads into a workspace;
+# a first run replaces that directory with a link to a directory the sandbox hides (here
+# a canary dir beside the workspace, standing for another project or a hidden home); a
+# second run must not see the canary. The host side is checked: the canary is unread
+# and the plan never names it.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+
+ws=$(tmpdir) out=$(tmpdir)
+mkdir -p "$out/secret" "$ws/nvm"
+echo "EXPOSED-CANARY" >"$out/secret/.env"
+chmod 0755 "$out" "$out/secret"; chmod 0644 "$out/secret/.env"
+
+# Before: the canary dir is hidden (it lies in a hidden /tmp), the toolchain dir is seen.
+NVM_DIR="$ws/nvm" run_cli -w "$ws" -c "cat $out/secret/.env"
+check "the canary dir is hidden to begin with" not_contains "$OUT" EXPOSED-CANARY
+
+# Run 1 plants the link where the toolchain dir was.
+NVM_DIR="$ws/nvm" run_cli -w "$ws" -c "rmdir nvm && ln -s $out/secret nvm && echo planted"
+check "run 1 planted the link" eq "$OUT" planted
+
+# Run 2: the baseline resolves NVM_DIR; it must not bind the link's target.
+NVM_DIR="$ws/nvm" run_cli -w "$ws" -c "cat $out/secret/.env; cat nvm/.env; echo done"
+check "run 2 ran" contains "$OUT" done
+check "run 2 does not read the canary through the re-exposed root" not_contains "$OUT" EXPOSED-CANARY
+NVM_DIR="$ws/nvm" run_cli plan -w "$ws"
+check "the plan never binds the link's target" not_contains "$OUT" "$out/secret"
+
+# The same through a home default: HOME/.cargo is a link into the workspace (a dotfiles
+# repository as the workspace); the command swaps the linked directory for a link.
+home=$(tmpdir)
+mkdir -p "$ws/cargo/bin"
+ln -s "$ws/cargo" "$home/.cargo"
+chmod 0755 "$home"
+HOME="$home" run_cli -w "$ws" -c "mv cargo cargo.real && ln -s $out/secret cargo && echo planted"
+check "the home-default link is planted" eq "$OUT" planted
+HOME="$home" run_cli -w "$ws" -c "cat $out/secret/.env; echo done"
+check "a home default through a planted link exposes nothing" not_contains "$OUT" EXPOSED-CANARY
+check "that run ran" contains "$OUT" done
+
+# Still re-exposed: a toolchain directory outside the workspace reached without links.
+tc=$(tmpdir)
+mkdir -p "$tc/nvm"; echo "TOOLCHAIN-OK" >"$tc/nvm/marker"
+chmod -R a+rX "$tc"
+NVM_DIR="$tc/nvm" run_cli -w "$ws" -c "cat $tc/nvm/marker"
+check "a real toolchain directory is still re-exposed" eq "$OUT" TOOLCHAIN-OK
+
+check "the canary is unchanged on the host" eq "$(cat "$out/secret/.env")" EXPOSED-CANARY
+finish
