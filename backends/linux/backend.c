@@ -4,6 +4,7 @@
  * root callers' mapped identity, quota capabilities) and preparing a run; running it is
  * backend_exec.c. */
 #include "linux_backend.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -291,6 +292,7 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
     if (a3s_runres_pin(&run->res, be->h.ws_fd, be->h.workspace, spec->scan, spec->pin, err) < 0 ||
         copy_env(&run->env, spec->env, err) < 0)
         return -1;
+    a3s_trace_mark("  pins");
     static const char *const probe_argv[] = {"true", NULL};
     /* A plan that is only described needs no boundary: where the mapped identity cannot
      * be had here (no user namespaces, no idmapped mounts), it shows the unmapped command
@@ -304,6 +306,7 @@ static int lb_run_prepare(a3s_backend *base, a3s_backend_run *run, const a3s_run
         if (!(run->identity_note = a3s_strdup(merr.msg)))
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     }
+    a3s_trace_mark("  mapped identity");
     /* Running needs a usable launcher (lb_unusable refuses before this); describing a
      * plan names it. */
     if (be->why_unusable && spec->pin)

@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -55,7 +57,7 @@ static void close_fd(int *fd)
     }
 }
 
-/* In the child after fork: only async-signal-safe calls. Reports errno on err_fd. */
+/* In the child (spawn_child): only async-signal-safe calls. Reports errno on err_fd. */
 static __attribute__((noreturn)) void child_fail(int err_fd, int stage)
 {
     int e[2] = {stage, errno};
@@ -78,17 +80,19 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
     if (getppid() != parent)
         _exit(127);
 
-    /* Undo whatever the host process did to signals (Lua hosts often ignore SIGPIPE). */
-    sigset_t none;
-    sigemptyset(&none);
-    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-        child_fail(err_fd, 3);
+    /* Undo whatever the host process did to signals (Lua hosts often ignore SIGPIPE):
+     * default actions first, then unblock (spawn blocked them all: a handler of the host
+     * must never run here, in its memory). */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     for (int s = 1; s < NSIG; s++)
         if (s != SIGKILL && s != SIGSTOP)
             (void)sigaction(s, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+        child_fail(err_fd, 3);
 
     /* Move every fd we keep above the highest target first, so dup2 cannot clobber. */
     int high[A3S_EXEC_MAX_KEEP + 4];
@@ -150,6 +154,47 @@ static __attribute__((noreturn)) void child_run(const a3s_launch *l, pid_t paren
         child_fail(err_fd, 8);
     execve(l->path, l->argv, l->envp);
     child_fail(err_fd, 9);
+}
+
+typedef struct child_args {
+    const a3s_launch *l;
+    pid_t parent;
+    int in_fd, out_fd, errout_fd, err_fd;
+} child_args;
+
+static int child_entry(void *p)
+{
+    const child_args *a = p;
+    child_run(a->l, a->parent, a->in_fd, a->out_fd, a->errout_fd, a->err_fd);
+}
+
+/* The child shares our memory until its execve (CLONE_VM | CLONE_VFORK, as posix_spawn
+ * does): a fork would copy the page tables and leave every page we write afterwards to a
+ * copy-on-write fault, milliseconds per run on a virtual machine. We wait meanwhile;
+ * the child writes only its own stack, and runs with every signal blocked until it has
+ * reset their actions (child_run). */
+#define CHILD_STACK (256 * 1024)
+static pid_t spawn_child(child_args *a)
+{
+    void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -1;
+    sigset_t all, old;
+    sigfillset(&all);
+    int rc = pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (rc != 0) {
+        (void)munmap(stack, CHILD_STACK);
+        errno = rc;
+        return -1;
+    }
+    pid_t pid = clone(child_entry, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                      a);
+    int e = errno;
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    (void)munmap(stack, CHILD_STACK);
+    errno = e;
+    return pid;
 }
 
 static const char *stage_name(int stage)
@@ -316,15 +361,14 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         goto out;
     }
 
-    pid_t parent = getpid();
-    pid = fork();
+    child_args ca = {.l = l, .parent = getpid(), .in_fd = in_fd,
+                     .out_fd = tty ? tty_slave : out_p[1],
+                     .errout_fd = tty ? tty_slave : errp[1], .err_fd = ep[1]};
+    pid = spawn_child(&ca);
     if (pid < 0) {
-        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: fork");
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: clone");
         goto out;
     }
-    if (pid == 0)
-        child_run(l, parent, in_fd, tty ? tty_slave : out_p[1], tty ? tty_slave : errp[1],
-                  ep[1]);
     a3s_trace_mark("fork");
     /* Recorded at once (see stale.h): the child dies with us until then (PDEATHSIG). */
     if (l->on_pid)

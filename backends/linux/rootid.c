@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -36,7 +38,7 @@ static int write_file(const char *path, const char *text)
     return rc;
 }
 
-/* In a forked child: every fd above stderr but keep closed (async-signal-safe only). */
+/* In the namespace child: every fd above stderr but keep closed (async-signal-safe only). */
 static void close_all_but(int keep)
 {
     if (keep > 3 && syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) < 0)
@@ -52,29 +54,48 @@ one_by_one:;
             (void)close(fd);
 }
 
-/* A user namespace with `map` as both its uid and gid map; returns its fd. */
+static int ns_child(void *arg)
+{
+    int rfd = *(const int *)arg;
+    /* Nothing of the host process's but its own pipe end: this child never execs, so a
+     * copy it kept of another thread's pipe (that thread's own namespace child waiting
+     * for it to close) would wait on us as we wait on it. */
+    close_all_but(rfd);
+    /* (errno here is our caller's: only a kernel without close_range could write it.) */
+    char c;
+    while (read(rfd, &c, 1) < 0 && errno == EINTR)
+        ;
+    _exit(0);
+}
+
+/* A user namespace with `map` as both its uid and gid map; returns its fd.
+ * The child that holds it shares our memory (CLONE_VM) and only waits for the pipe to
+ * close, on a stack of its own, with every signal blocked: a forked child would copy the
+ * page tables and leave each page we write afterwards to a copy-on-write fault. */
+#define NS_CHILD_STACK (64 * 1024)
 static int make_userns(const char *map, a3s_error *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "user namespace: pipe2");
-    /* The child only waits for the pipe to close: nothing but async-signal-safe calls. */
-    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, NULL, NULL, 0);
+    void *stack = mmap(NULL, NS_CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    sigset_t all, old;
+    sigfillset(&all);
+    pid_t pid = -1;
+    int e = ENOMEM;
+    if (stack != MAP_FAILED && (e = pthread_sigmask(SIG_SETMASK, &all, &old)) == 0) {
+        pid = clone(ns_child, (char *)stack + NS_CHILD_STACK, CLONE_VM | CLONE_NEWUSER | SIGCHLD,
+                    &p[0]);
+        e = errno;
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     if (pid < 0) {
-        int e = errno;
+        if (stack != MAP_FAILED)
+            (void)munmap(stack, NS_CHILD_STACK);
         close(p[0]);
         close(p[1]);
         return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot create a user namespace");
-    }
-    if (pid == 0) {
-        /* Nothing of the host process's but its own pipe end: this child never execs,
-         * so a copy it kept of another thread's pipe (that thread's own namespace child
-         * waiting for it to close) would wait on us as we wait on it. */
-        close_all_but(p[0]);
-        char c;
-        while (read(p[0], &c, 1) < 0 && errno == EINTR)
-            ;
-        _exit(0);
     }
     close(p[0]);
     char path[64];
@@ -88,10 +109,11 @@ static int make_userns(const char *map, a3s_error *err)
     snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
     if (rc == 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         rc = -1;
-    int e = errno;
+    e = errno;
     close(p[1]);
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
+    (void)munmap(stack, NS_CHILD_STACK); /* the child is gone: its stack with it */
     if (rc < 0)
         return a3s_fail_errno(err, A3S_ERR_SETUP, e, "cannot set up the user namespace for "
                               "the unprivileged command id");
