@@ -114,6 +114,7 @@ typedef struct a3s_run_io {
     bool mirror;
     int mirror_fd[2];
     int tty_fd; /* a pty master (a3s_exec_request.tty_fd), or -1 */
+    int64_t *deadline_out; /* a3s_exec_request.deadline_out: written when the timer is set */
 } a3s_run_io;
 
 typedef struct a3s_backend a3s_backend;

@@ -392,7 +392,12 @@ int a3s_sandbox_exec_in(a3s_sandbox *sb, const a3s_session_ctx *sess,
     int64_t timeout_ms = pp.plan->limits.timeout_ms;
     if (req->timeout_ms > 0 && req->timeout_ms < timeout_ms)
         timeout_ms = req->timeout_ms;
+    /* A first, early bound (the timer counts from the command's start, later): a caller
+     * waiting in on_output never waits past the deadline before it is armed exactly. */
+    if (req->deadline_out)
+        *req->deadline_out = (int64_t)a3s_now_ms() + timeout_ms;
     a3s_run_io io = {
+        .deadline_out = req->deadline_out,
         .id = id,
         .stdin_fd = req->stdin_fd,
         .stdin_data = req->stdin_data,

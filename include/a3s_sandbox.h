@@ -122,10 +122,16 @@ typedef struct a3s_exec_request {
      * on it at any time); the run makes it non-blocking. 2 or less: no terminal (the
      * default; a zero-initialised request asks for none). */
     int tty_fd;
+    /* When set: the run's deadline (CLOCK_MONOTONIC milliseconds, the same clock as
+     * clock_gettime(CLOCK_MONOTONIC)) is written here before the command can write any
+     * output, and again, exactly, once the timer for the command is armed. For a caller
+     * whose on_output may wait (for room of its own): the deadline is only enforced when
+     * on_output returns, so such a caller must not wait past it. */
+    int64_t *deadline_out;
 } a3s_exec_request;
 
 #define A3S_EXEC_REQUEST_INIT                                                              \
-    {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}, NULL, -1}
+    {NULL, NULL, -1, NULL, -1, NULL, 0, NULL, NULL, -1, false, {-1, -1}, NULL, -1, NULL}
 
 typedef struct a3s_result {
     /* Rendered captures (head, marker, tail), lossy UTF-8, NUL-terminated. */

@@ -32,6 +32,7 @@ void a3s_linux_launch_init(a3s_launch *l, const a3s_plan *p, const a3s_run_io *i
         .started_fd = -1,
         .status_fd = -1,
         .timeout_ms = io->timeout_ms,
+        .deadline_out = io->deadline_out,
         .output_budget = (size_t)p->limits.output_bytes,
         .nofile = p->limits.nofile,
         .core_bytes = p->limits.core_bytes,

@@ -417,6 +417,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     int64_t ms = setup_phase ? l->setup_timeout_ms : l->timeout_ms > 0 ? l->timeout_ms : 1;
     its.it_value.tv_sec = ms / 1000;
     its.it_value.tv_nsec = (ms % 1000) * 1000000L;
+    if (!setup_phase && l->deadline_out)
+        *l->deadline_out = (int64_t)a3s_now_ms() + ms;
     if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: timerfd_settime");
         kill_tree(pid, pidfd);
@@ -541,6 +543,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                         dl.it_value.tv_sec = t / 1000;
                         dl.it_value.tv_nsec = (t % 1000) * 1000000L;
                         setup_phase = false;
+                        if (l->deadline_out)
+                            *l->deadline_out = (int64_t)a3s_now_ms() + t;
                         if (timerfd_settime(tfd, 0, &dl, NULL) < 0) {
                             /* no deadline for the command: fail closed, kill it now */
                             killed = true;

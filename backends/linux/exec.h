@@ -41,6 +41,7 @@ typedef struct a3s_launch {
     int started_fd; /* read end of the launcher's pipe ("S", then "X<status>\n"), or -1 */
     int status_fd;  /* read end of bwrap's --json-status-fd pipe, or -1 */
     int64_t timeout_ms; /* the command's deadline; with started_fd, from its start */
+    int64_t *deadline_out; /* when set: the deadline (a3s_now_ms) written as it is armed */
     /* With started_fd: the bound on setting up the sandbox (spawn to "S"); 0: none, the
      * deadline then counts from the spawn. */
     int64_t setup_timeout_ms;

@@ -185,6 +185,26 @@ static void answer_error(const json_t *id, const char *code, const char *message
     put_line(oom, sizeof oom - 1);
 }
 
+/* A second request with a running request's id: answered with "id": null (the id has
+ * exactly one final message, the running request's), the id it reused said beside. */
+static void answer_duplicate(const json_t *id)
+{
+    json_t *m = json_pack("{s:n, s:b, s:{s:s, s:s, s:O}}", "id", "ok", 0, "error", "code",
+                          "duplicate_id", "message", "a request with this id is running",
+                          "duplicate_of", id);
+    char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    char *line = s ? realloc(s, strlen(s) + 2) : NULL;
+    if (!line) {
+        free(s);
+        answer_error(NULL, "internal", "out of memory");
+        return;
+    }
+    strcat(line, "\n");
+    put_line(line, strlen(line));
+    free(line);
+}
+
 /* ------------------------------------------------------------------ workers */
 
 static size_t count(bool running_only)
@@ -258,7 +278,7 @@ static void start(const cli *c, a3s_serve_req *r)
     size_t slot = MAX_SLOTS;
     for (size_t i = 0; i < MAX_SLOTS; i++) {
         if (jobs[i] && !jobs[i]->finished && json_equal(jobs[i]->id, r->id)) {
-            answer_error(r->id, "duplicate_id", "a request with this id is running");
+            answer_duplicate(r->id);
             return;
         }
         if (!jobs[i] && slot == MAX_SLOTS)

@@ -288,14 +288,9 @@ static int run_exec(worker *w, const a3s_serve_req *r, a3s_sandbox *sb, int canc
     req.on_output = on_output;
     req.output_ud = w;
     req.cancel_fd = cancel_fd;
-    /* The deadline on_output keeps to while the server has no room: the one the library
-     * enforces, counted from now (a little before the command starts, so never later). */
-    int64_t ceiling;
-    if (a3s_sandbox_timeout_ceiling(sb, &ceiling, err) != A3S_OK)
-        return err->code;
-    if (r->timeout_ms > 0 && r->timeout_ms < ceiling)
-        ceiling = r->timeout_ms;
-    w->deadline = mono_ms() + ceiling;
+    /* The deadline on_output keeps to while the server has no room: the one this exec's
+     * own evaluation of the policy gives, written by the library before any output. */
+    req.deadline_out = &w->deadline;
     a3s_result res;
     int st = a3s_sandbox_exec(sb, &req, &res, err);
     if (st == A3S_OK) {

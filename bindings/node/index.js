@@ -141,6 +141,40 @@ class Execution {
   }
 }
 
+const MAX_LINE = 1024 * 1024; // bytes of one request line, as the server takes it
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+// The request as one line, or a SandboxError for what the server would refuse without
+// naming the request: text that is not UTF-8 (a lone surrogate) or holds a NUL, a number
+// that is not finite (JSON has none), a line over MAX_LINE.
+function lineOf(req) {
+  const bad = (v) => {
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return 'text with a NUL character (give a Buffer as stdin)';
+      if (LONE_SURROGATE.test(v)) return 'text that is not UTF-8 (a lone surrogate)';
+      return null;
+    }
+    if (typeof v === 'number') return Number.isFinite(v) ? null : 'a number that is not finite';
+    if (v && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) {
+        const why = bad(k) || bad(x);
+        if (why) return why;
+      }
+    }
+    return null;
+  };
+  const why = bad(req);
+  if (why) throw new SandboxError('bad_request', why);
+  const line = JSON.stringify(req) + '\n';
+  const n = Buffer.byteLength(line, 'utf8') - 1;
+  if (n > MAX_LINE) {
+    throw new SandboxError('too_large', `the request is ${n} bytes as JSON; the server takes ` +
+      `at most ${MAX_LINE} (stdin is base64 in it: about 786 KiB of bytes)`);
+  }
+  return line;
+}
+
 class Client {
   // options: workspace, policy, cli, args (further options of serve), maxBuffer.
   constructor(options = {}) {
@@ -181,7 +215,21 @@ class Client {
 
   _message(msg) {
     const p = this._pending.get(msg.id);
-    if (!p) return; // an answer to no request of ours (id null: a refused line)
+    if (!p) {
+      // A refusal with "id": null names no request. This client never sends a line the
+      // server refuses that way (lineOf), so one means the stream is not what it thinks:
+      // every pending request fails with it rather than wait forever.
+      if (msg.id === null && 'ok' in msg) {
+        const e = msg.error || {};
+        const pending = [...this._pending.values()];
+        this._pending.clear();
+        for (const q of pending) {
+          q.fail(new SandboxError(e.code || 'internal',
+            `the server refused a request without naming it: ${e.message || ''}`));
+        }
+      }
+      return;
+    }
     if (msg.event === 'output') {
       const data = 'data' in msg ? Buffer.from(msg.data, 'utf8') : Buffer.from(msg.data_base64, 'base64');
       p.output(msg.stream, data);
@@ -198,9 +246,10 @@ class Client {
   }
 
   _send(req, pending) {
+    const line = lineOf(req);
     if (this._ended) throw new SandboxError('ended', this._ended);
     this._pending.set(req.id, pending);
-    this._proc.stdin.write(JSON.stringify(req) + '\n');
+    this._proc.stdin.write(line);
   }
 
   // Any request of the protocol: resolves to its result.
@@ -264,7 +313,11 @@ class Client {
 
   // Run it and resolve to the result object (the options of start()).
   exec(options) {
-    return this._start(options, false).result();
+    try {
+      return this._start(options, false).result();
+    } catch (e) {
+      return Promise.reject(e); // a request it would not send: rejected like a refusal
+    }
   }
 
   cancel(execId) { return this.request('cancel', { target: execId }); }

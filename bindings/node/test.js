@@ -142,6 +142,32 @@ test('refusals reject with their code', withClient(async (sb) => {
     (e) => e instanceof SandboxError && e.code === 'invalid');
 }));
 
+test('lines the server could not name reject at once', withClient(async (sb) => {
+  const cases = [
+    [{ argv: ['wc', '-c'], stdin: Buffer.alloc(800 * 1024, 120) }, 'too_large'],
+    [{ argv: ['echo', 'x\udcff'] }, 'bad_request'],
+    [{ argv: ['echo', 'a\u0000b'] }, 'bad_request'],
+    [{ argv: ['true'], timeout: Infinity }, 'bad_request'],
+    [{ argv: ['true'], timeout: NaN }, 'bad_request'],
+  ];
+  for (const [o, code] of cases) {
+    let got = null;
+    try {
+      await sb.exec(o);
+    } catch (e) {
+      got = e.code;
+    }
+    assert.equal(got, code);
+  }
+  assert.equal((await sb.exec({ argv: ['echo', 'still'] })).stdout, 'still\n');
+}));
+
+test('a refusal without an id fails the pending requests', withClient(async (sb) => {
+  const ex = sb.start({ command: 'sleep 3' });
+  sb._proc.stdin.write('{not json\n'); // a line the client did not check
+  await assert.rejects(ex.result(), (e) => e.code === 'bad_json');
+}));
+
 test('probe, digest, plan, capabilities', withClient(async (sb, ws) => {
   assert.equal((await sb.probe()).backend, 'linux-bwrap');
   const want = spawnSync(CLI, ['digest', '-w', ws], { encoding: 'utf8' }).stdout.trim();

@@ -31,6 +31,7 @@ import threading
 __all__ = ["Client", "Execution", "SandboxError", "Cancelled", "Dropped"]
 
 MAX_BUFFER = 8 * 1024 * 1024  # bytes of output held per exec (Client(max_buffer=))
+MAX_LINE = 1024 * 1024  # bytes of one request line, as the server takes it
 
 
 class SandboxError(Exception):
@@ -203,7 +204,9 @@ class Client:
                 if p is not None and "ok" in msg:
                     del self._pending[rid]
             if p is None:
-                continue  # an answer to no request of ours (id null: a refused line)
+                if rid is None and "ok" in msg:
+                    self._refused_unnamed(msg)
+                continue
             if msg.get("event") == "output":
                 data = (msg["data"].encode("utf-8") if "data" in msg
                         else base64.b64decode(msg["data_base64"]))
@@ -219,13 +222,56 @@ class Client:
         for p in pending.values():
             p.finish({"ok": False, "error": {"code": "ended", "message": self._ended}})
 
+    def _refused_unnamed(self, msg):
+        """A refusal with "id": null names no request: this client never sends a line the
+        server refuses that way (_line), so one means the stream is not what it thinks.
+        Every pending request fails with it rather than wait forever."""
+        err = msg.get("error") or {}
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.finish({"ok": False, "error": {
+                "code": err.get("code", "internal"),
+                "message": "the server refused a request without naming it: %s"
+                           % err.get("message", "")}})
+
+    @staticmethod
+    def _line(req):
+        """The request as one line, or SandboxError for what the server would refuse
+        without naming the request: text that is not UTF-8 (a lone surrogate, as
+        os.listdir gives for a name that is not) or holds a NUL, a timeout that is not
+        finite, a line over MAX_LINE."""
+        def has_nul(v):
+            if isinstance(v, str):
+                return "\0" in v
+            if isinstance(v, dict):
+                return any(has_nul(k) or has_nul(x) for k, x in v.items())
+            if isinstance(v, (list, tuple)):
+                return any(has_nul(x) for x in v)
+            return False
+        if has_nul(req):
+            raise SandboxError("bad_request", "text with a NUL character (give bytes as stdin)")
+        try:
+            line = json.dumps(req, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise SandboxError("bad_request", "text that is not UTF-8 (give bytes as stdin, "
+                               "or name files by valid UTF-8): %s" % e) from None
+        except ValueError as e:
+            raise SandboxError("bad_request", "a number that is not finite: %s" % e) from None
+        if len(line) > MAX_LINE:
+            raise SandboxError("too_large", "the request is %d bytes as JSON; the server takes "
+                               "at most %d (stdin is base64 in it: about 786 KiB of bytes)"
+                               % (len(line), MAX_LINE))
+        return line + b"\n"
+
     def _send(self, req, pending):
+        line = self._line(req)
         with self._lock:
             if self._ended:
                 raise SandboxError("ended", self._ended)
             self._pending[req["id"]] = pending
             try:
-                self._proc.stdin.write(json.dumps(req).encode() + b"\n")
+                self._proc.stdin.write(line)
                 self._proc.stdin.flush()
             except (BrokenPipeError, ValueError) as e:
                 del self._pending[req["id"]]

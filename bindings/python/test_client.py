@@ -155,6 +155,37 @@ class ClientTest(unittest.TestCase):
             self.sb.exec(["true"], cwd="/etc")
         self.assertEqual(e.exception.code, "invalid")
 
+    def test_lines_the_server_cannot_name_raise_at_once(self):
+        # Each of these would be refused with "id": null; the call raises instead of
+        # waiting for an answer that names it (bounded by in_thread's limit).
+        cases = [
+            (dict(argv=["wc", "-c"], stdin=b"x" * (800 * 1024)), "too_large"),
+            (dict(argv=["echo", "name-\udcff"]), "bad_request"),
+            (dict(argv=["echo", "a\0b"]), "bad_request"),
+            (dict(argv=["true"], timeout=float("inf")), "bad_request"),
+            (dict(argv=["true"], timeout=float("nan")), "bad_request"),
+        ]
+        for kw, code in cases:
+            def call(kw=kw):
+                with self.assertRaises(SandboxError) as e:
+                    self.sb.exec(**kw)
+                return e.exception.code
+            self.assertEqual(self.in_thread(call, seconds=30), code)
+        self.assertEqual(self.sb.exec(["echo", "still"])["stdout"], "still\n")
+
+    def test_a_refusal_without_an_id_fails_the_pending(self):
+        # A line the client did not check (written here by hand) is refused with "id":
+        # null: the requests pending then fail rather than wait forever.
+        ex = self.sb.start(command="sleep 3")
+        with self.sb._lock:
+            self.sb._proc.stdin.write(b"{not json\n")
+            self.sb._proc.stdin.flush()
+        def wait():
+            with self.assertRaises(SandboxError) as e:
+                ex.result(timeout=30)
+            return e.exception.code
+        self.assertEqual(self.in_thread(wait, seconds=40), "bad_json")
+
     def test_other_ops(self):
         self.assertEqual(self.sb.probe()["backend"], "linux-bwrap")
         want = subprocess.run([CLI, "digest", "-w", self.ws], capture_output=True, text=True)

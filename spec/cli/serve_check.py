@@ -303,7 +303,8 @@ def busy(s, ws):
     s.send({"id": "w0", "op": "probe"})
     s.send({"id": "extra", "op": "probe"})
     m1, m2 = s.read(), s.read()
-    assert m1["id"] == "w0" and m1["error"]["code"] == "duplicate_id", m1
+    assert m1["id"] is None and m1["error"]["code"] == "duplicate_id", m1
+    assert m1["error"]["duplicate_of"] == "w0", m1
     assert m2["id"] == "extra" and m2["error"]["code"] == "busy", m2
     open(os.path.join(ws, "go2"), "w").close()
     done = set()
@@ -444,6 +445,54 @@ def stalled_signalled(ws):
     finally:
         subprocess.run(["pkill", "-KILL", "-f", "yes " + marker], capture_output=True)
         s.p.kill()
+
+
+def deadline_flip(ws):
+    """A worker waits for room in the server only until the deadline its exec enforces.
+    Attack: the policy's deadline depends on a workspace file that a concurrent command
+    creates and removes as fast as it can, so two evaluations of the policy for one exec
+    would disagree; fifteen execs write without end (each also ending itself after 3 s)
+    while the client reads nothing for 6 s. No exec may report a deadline it did not keep:
+    a timed-out exec ends within its limit (plus a generous 4 s), never when the client
+    reads again."""
+    pol_dir = ws + ".policy"
+    os.makedirs(pol_dir, exist_ok=True)
+    pol = os.path.join(pol_dir, "flip.lua")
+    with open(pol, "w") as f:
+        f.write('local plan = a3s.extend("baseline", "flip")\n'
+                'plan:limits{ timeout_ms = a3s.host.exists(ctx.workspace .. "/.long")'
+                ' and 30000 or 1000 }\n'
+                'return plan\n')
+    open(os.path.join(ws, ".long"), "w").close()
+    s = Server(ws, "--policy", pol)
+    try:
+        s.send({"id": "A", "op": "exec", "argv": ["python3", "-c",
+                "import os, time\n"
+                "end = time.monotonic() + 8\n"
+                "while time.monotonic() < end:\n"
+                "    os.close(os.open('.long', os.O_CREAT | os.O_WRONLY, 0o644)); os.unlink('.long')\n"
+                "open('.long', 'w').close()\n"]})
+        time.sleep(0.5)
+        for i in range(15):
+            s.send({"id": "B%d" % i, "op": "exec", "command": "timeout 3 yes"})
+            time.sleep(0.03)
+        time.sleep(6)  # reading nothing
+        finals = {}
+        while len(finals) < 16:
+            m = s.read()
+            if "ok" in m:
+                finals[m["id"]] = m
+        assert result_of(finals["A"])["exit_code"] == 0, finals["A"]
+        bad = []
+        for i in range(15):
+            r = result_of(finals["B%d" % i])
+            limits = [d.get("limit_ms") for d in r.get("denials", []) if d.get("kind") == "deadline"]
+            if r["timed_out"] and (not limits or r["duration_ms"] > limits[0] + 4000):
+                bad.append(("B%d" % i, r["duration_ms"], limits))
+        assert not bad, "execs past the deadline they enforced: %s" % bad
+    finally:
+        s.p.kill()
+        s.p.wait()
 
 
 if __name__ == "__main__":
