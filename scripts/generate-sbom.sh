@@ -5,11 +5,13 @@
 # the Lua module, the three helper programs that the CLI and the libraries embed), each
 # with its SHA-256, and the Debian packages that provided what they link, read from the
 # actual link: `ldd` of every dynamic file, `dpkg-query -S` for the owning package and
-# `dpkg-query -W` for its version. The statically linked helpers are linked again from
-# the build's own link command with the linker's trace (-t -t: the archive members it
-# took), to a temporary file that must come out byte-identical to the built helper: the
-# packages of the archives and start files it used (libc.a of libc6-dev, libgcc.a of
-# libgcc-N-dev) are theirs. Which own file embeds which helper is found by looking for
+# `dpkg-query -W` for its version. Every file is also linked again from the build's own
+# link command with the linker's trace (-t -t: the archive members it took), to a
+# temporary file that must come out byte-identical to the built one: the packages of the
+# archives and start files it used (libc.a of libc6-dev and libgcc.a of libgcc-N-dev for
+# the static helpers; liblua5.4.a, libseccomp.a, libjansson.a and libnettle.a of their
+# -dev packages for the CLI, which links them statically where they are found) are
+# theirs. Which own file embeds which helper is found by looking for
 # the helper's stripped image in its bytes. Needs python3 (standard library), dpkg, ldd.
 # SOURCE_DATE_EPOCH, when set, is the timestamp (a reproducible document).
 set -euo pipefail
@@ -145,15 +147,18 @@ def ldd_deps(path):
     return refs
 
 def static_deps(name):
-    """The packages of the archives and objects a static helper was linked from: its link
-    command again, traced, to a temporary file that must equal the built helper."""
-    link = os.path.join(build, "CMakeFiles", f"{name}.dir", "link.txt")
-    if not os.path.isfile(link):
-        die(f"{name} is static and {link} is missing (a Makefile build is needed to trace its link)")
-    with open(link) as lf:
-        argv = shlex.split(lf.read())
-    if "-o" not in argv:
-        die(f"no -o in {link}")
+    """The packages of the archives and objects a file was linked from statically: its
+    link command again, traced, to a temporary file that must equal the built one."""
+    argv = None
+    for target in sorted(os.listdir(os.path.join(build, "CMakeFiles"))):
+        link = os.path.join(build, "CMakeFiles", target, "link.txt")
+        if os.path.isfile(link):
+            with open(link) as lf:
+                words = shlex.split(lf.read())
+            if "-o" in words and words[words.index("-o") + 1] == name:
+                argv = words
+    if argv is None:
+        die(f"no link command makes {name} (a Makefile build is needed to trace its link)")
     with tempfile.TemporaryDirectory() as tmp:
         out_file = os.path.join(tmp, name)
         argv[argv.index("-o") + 1] = out_file
@@ -201,10 +206,13 @@ for f, ctype, what, installed in own:
         "licenses": [{"license": {"id": "MIT"}}], "properties": props})
     deps = []
     if not f.endswith(".a"):
+        # What the loader maps, and what the link took from archives (a static helper's
+        # libc, the CLI's Lua, libseccomp, jansson and nettle where they are static).
         dyn = ldd_deps(path)
-        deps += static_deps(f) if dyn is None else dyn
-        if dyn is None:
-            props.append({"name": "a3s:linkage", "value": "static (link traced and reproduced)"})
+        deps += (dyn or []) + [r for r in static_deps(f) if r not in (dyn or [])]
+        props.append({"name": "a3s:linkage",
+                      "value": "static (link traced and reproduced)" if dyn is None
+                      else "dynamic, with archives (link traced and reproduced)"})
     with open(path, "rb") as fh:
         data = fh.read()
     deps += [ref_of[h] for h in helpers if h != f and images[h] in data]

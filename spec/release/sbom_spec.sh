@@ -39,6 +39,11 @@ check "ldd shows what the CLI links" test -n "$linked"
 for l in $linked; do
   if pkg_of "$l" >>"$w/expected"; then :; else fail "a Debian package owns $l"; fi
 done
+# ... and the archives its link takes from the system (Lua, libseccomp, jansson, nettle
+# where the build links them statically): named in its link command.
+for a in $(tr ' ' '\n' <"$build/CMakeFiles/a3s-sandbox.dir/link.txt" | grep '^/.*\.a$' || true); do
+  if pkg_of "$a" >>"$w/expected"; then :; else fail "a Debian package owns $a"; fi
+done
 check "the linked libraries' packages found ($(cut -f1 "$w/expected" | sort -u | tr '\n' ' '))" \
   test -s "$w/expected"
 libc_a=$(${CC:-cc} -print-file-name=libc.a)
