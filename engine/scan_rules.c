@@ -88,6 +88,14 @@ static int visit_store_entry(struct scan *s, int dfd, const char *name, unsigned
     return 0;
 }
 
+static bool policy_masks(const struct scan *s)
+{
+    for (size_t i = 0; i < s->p->nfs; i++)
+        if (s->p->fs[i].kind == A3S_FS_MASK && !strcmp(s->p->fs[i].path, s->path))
+            return true;
+    return false;
+}
+
 int a3s_scan_visit_entry(struct scan *s, int dfd, const char *name, unsigned char type,
                          int64_t depth, unsigned flags)
 {
@@ -105,6 +113,11 @@ int a3s_scan_visit_entry(struct scan *s, int dfd, const char *name, unsigned cha
         have_st = true;
         type = IFTODT(st.st_mode);
     }
+    /* A mask of the policy's own below the workspace (a credential an environment
+     * variable places there): held like a secret the scan finds, so that no command can
+     * move it where the next run's mask, which names its path, would not reach. */
+    if (depth > 1 && policy_masks(s) && a3s_scan_hold_ancestors(s, depth) < 0)
+        return -1;
     if (flags & IN_STORE)
         return visit_store_entry(s, dfd, name, type, depth, flags);
 

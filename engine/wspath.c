@@ -2,10 +2,10 @@
  *
  * The path is walked one component at a time (openat with O_NOFOLLOW): what is opened is
  * what was checked, and the canonical path is built from what was actually walked. A
- * symbolic link is followed only when the caller cannot write the directory that holds
- * it: a link that a sandboxed command (which writes as the caller) could have planted
- * must never re-root a later run's workspace. Root can write every directory, so a root
- * caller passes canonical paths. */
+ * symbolic link is followed only when the caller can neither write nor own (and so
+ * chmod) the directory that holds it: a link that a sandboxed command (which writes as
+ * the caller) could have planted must never re-root a later run's workspace. Root can
+ * write every directory, so a root caller passes canonical paths. */
 #include "wspath.h"
 
 #include <errno.h>
@@ -22,6 +22,17 @@
 #endif
 
 #define MAX_LINKS 40
+
+/* Whether the caller can change the directory dir (at dirfd): write it, or own it (an
+ * owner who cannot write it now can chmod it: a sandboxed command, which runs as the
+ * caller, can make its own directory read-only after planting a link there). */
+static bool caller_may_change(int dirfd, const char *dir)
+{
+    struct stat st;
+    if (faccessat(dirfd, dir, W_OK, 0) == 0)
+        return true;
+    return fstatat(dirfd, dir, &st, 0) < 0 || st.st_uid == getuid() || st.st_uid == geteuid();
+}
 
 /* The components still to walk, as one buffer consumed from the front. */
 typedef struct walk {
@@ -141,11 +152,11 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
                 a3s_fail_errno(err, A3S_ERR_INVALID, ELOOP, "sandbox workspace '%s'", given);
                 goto out;
             }
-            if (faccessat(cur, ".", W_OK, 0) == 0) {
+            if (caller_may_change(cur, ".")) {
                 char *real = realpath(abs, NULL);
                 a3s_fail(err, A3S_ERR_INVALID,
                          "sandbox workspace '%s' passes through the symbolic link %s%s%s in "
-                         "a directory you can write (a sandboxed command could have planted "
+                         "a directory you can write or own (a sandboxed command could have planted "
                          "it); pass the canonical path %s instead",
                          given, w.canon, "/", comp, real ? real : "(unresolvable)");
                 free(real);
@@ -232,7 +243,7 @@ int a3s_wspath_bind_links(const char *path, char *link, size_t n)
             char *slash = strrchr(pre, '/');
             char saved = slash[1];
             slash[1] = '\0';
-            rc = faccessat(AT_FDCWD, pre, W_OK, AT_EACCESS) == 0 ? -1 : 1;
+            rc = caller_may_change(AT_FDCWD, pre) ? -1 : 1;
             slash[1] = saved;
             if (rc < 0)
                 snprintf(link, n, "%s", pre);

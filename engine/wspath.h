@@ -11,16 +11,16 @@
 
 /* Walk `given` (relative to the current directory when not absolute) one component at a
  * time and open the directory it names (O_RDONLY|O_DIRECTORY|O_CLOEXEC, *fd_out). A
- * symbolic link on the way is followed only when the caller cannot write the directory
- * holding it; otherwise A3S_ERR_INVALID with a message naming the canonical path to pass
+ * symbolic link on the way is followed only when the caller can neither write nor own
+ * (chmod) the directory holding it; otherwise A3S_ERR_INVALID with a message naming the canonical path to pass
  * instead. *canonical (malloc'd) is the path actually walked. */
 int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error *err);
 
 /* The same rule for another path the sandbox binds from the host (absolute), walking
  * each prefix as spelled: -1 with the first symbolic link on its way that lies in a
- * directory the caller can write copied into link (size n); 0 when no prefix is a link
+ * directory the caller can write or owns copied into link (size n); 0 when no prefix is a link
  * (it is spelled as it is); 1 when every link on it lies in a directory the caller
- * cannot write. A missing prefix ends the walk (nothing below it can be bound). */
+ * can neither write nor own. A missing prefix ends the walk (nothing below it can be bound). */
 int a3s_wspath_bind_links(const char *path, char *link, size_t n);
 
 #endif

@@ -22,8 +22,8 @@ enum {
 };
 
 /* The canonical directory `path` names, following a symbolic link only where the caller
- * cannot write the directory that holds it (engine/wspath.h: the workspace path's rule),
- * into canon (n >= PATH_MAX): what a policy may re-expose from the host. false when it
+ * can neither write nor own the directory that holds it (engine/wspath.h: the workspace
+ * path's rule), into canon (n >= PATH_MAX): what a policy may re-expose from the host. false when it
  * does not exist, is not a directory or passes through a link a command could plant. */
 bool a3s_facts_exposable(const char *path, char *canon, size_t n);
 

@@ -71,9 +71,9 @@ static int h_realpath(lua_State *L)
 }
 
 /* a3s.host.exposable(path) -> canonical directory | nil: what a policy may re-expose.
- * Unlike realpath, a symbolic link is followed only where the caller cannot write the
- * directory holding it: a link a command planted (in a workspace, say) must never choose
- * what a later run binds. [-1, +1, v] */
+ * Unlike realpath, a symbolic link is followed only where the caller can neither write
+ * nor own the directory holding it: a link a command planted (in a workspace, say) must
+ * never choose what a later run binds. [-1, +1, v] */
 static int h_exposable(lua_State *L)
 {
     char buf[PATH_MAX];

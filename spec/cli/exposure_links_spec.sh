@@ -3,8 +3,9 @@
 # have planted. Attack: a toolchain location (NVM_DIR, ~/.cargo) leads into a workspace;
 # a first run replaces that directory with a link to a directory the sandbox hides (here
 # a canary dir beside the workspace, standing for another project or a hidden home); a
-# second run must not see the canary. The host side is checked: the canary is unread
-# and the plan never names it.
+# second run must not see the canary, also when the planter made the directory holding
+# its link read-only. The host side is checked: the canary is unread, nothing is written
+# beside it, and the plan never names it.
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 
@@ -46,6 +47,32 @@ mkdir -p "$tc/nvm"; echo "TOOLCHAIN-OK" >"$tc/nvm/marker"
 chmod -R a+rX "$tc"
 NVM_DIR="$tc/nvm" run_cli -w "$ws" -c "cat $tc/nvm/marker"
 check "a real toolchain directory is still re-exposed" eq "$OUT" TOOLCHAIN-OK
+
+# The planter then makes the directory holding its link read-only: the caller (whom the
+# command runs as) owns that directory and can chmod it back, so the link is still one a
+# command could have planted. Through a toolchain variable, a PATH marker's sibling
+# (.cargo/bin -> .rustup) and the workspace path itself.
+wsA=$(tmpdir) wsB=$(tmpdir)
+mkdir -p "$wsA/tools"
+run_cli -w "$wsA" -c "ln -s $out/secret tools/cargo && chmod 555 tools && echo planted"
+check "a link planted in a directory then made read-only" eq "$OUT" planted
+CARGO_HOME="$wsA/tools/cargo" run_cli -w "$wsB" -c "cat $out/secret/.env; echo done"
+check "... is not followed to a re-exposed root" not_contains "$OUT" EXPOSED-CANARY
+check "... and the run ran" contains "$OUT" done
+wsE=$(tmpdir)
+mkdir -p "$wsE/.cargo/bin"
+run_cli -w "$wsE" -c "ln -s $out/secret .rustup && chmod 555 . && echo planted"
+PATH="$wsE/.cargo/bin:$PATH" run_cli -w "$wsB" -c "cat $out/secret/.env; echo done"
+check "a PATH marker's sibling through such a link exposes nothing" not_contains "$OUT" EXPOSED-CANARY
+chmod 755 "$wsE" "$wsA/tools"
+wsC=$(tmpdir)
+mkdir -p "$wsC/pkgs"
+run_cli -w "$wsC" -c "ln -s $out/secret pkgs/app && chmod 555 pkgs && echo planted"
+run_cli -w "$wsC/pkgs/app" -c "cat .env; echo PWNED > written.txt"
+check "a workspace path through such a link is refused (125)" eq "$RC" 125
+check "... nothing read" not_contains "$OUT" EXPOSED-CANARY
+check "... nothing written beside the canary" test ! -e "$out/secret/written.txt"
+chmod 755 "$wsC/pkgs"
 
 check "the canary is unchanged on the host" eq "$(cat "$out/secret/.env")" EXPOSED-CANARY
 finish

@@ -150,4 +150,19 @@ check "credential files in a subdirectory: none readable" not_contains "$(both)"
 run_cli -w "$ws" -c 'printf x > pkgs/a/.npmrc'
 check "credential files in a subdirectory: not writable" eq "$(cat "$ws/pkgs/a/.npmrc")" ".npmrc $cs"
 
+# --- a credential an environment variable places in the workspace ----------------------
+# CARGO_HOME inside the workspace: the policy masks $CARGO_HOME/credentials.toml by path.
+# Attack: one run moves the directory (or the file) away; the next run, whose mask names
+# the old path, would read it. The directories above such a mask are held: neither moves.
+ct="cargo-token-$(rnd)"
+mkdir -p "$ws/.cargo"
+printf 'token = "%s"\n' "$ct" >"$ws/.cargo/credentials.toml"
+CARGO_HOME="$ws/.cargo" run_cli -w "$ws" -c 'cat .cargo/credentials.toml; mv .cargo .c2; mv .cargo/credentials.toml moved.toml; echo tried'
+check "CARGO_HOME in the workspace: its credentials unreadable" not_contains "$OUT" "$ct"
+check "... its directory not moved" test -f "$ws/.cargo/credentials.toml"
+check "... nor the file" test ! -e "$ws/moved.toml"
+CARGO_HOME="$ws/.cargo" run_cli -w "$ws" -c 'cat .c2/credentials.toml moved.toml .cargo/credentials.toml'
+check "... and the next run reads it nowhere" not_contains "$(both)" "$ct"
+rm -rf "$ws/.c2" "$ws/moved.toml"
+
 finish
