@@ -128,6 +128,17 @@ void a3s_strv_free(a3s_strv *sv)
     sv->n = sv->cap = 0;
 }
 
+int a3s_rename_replace(int dirfd, const char *from, const char *to)
+{
+    if (renameat2(dirfd, from, dirfd, to, RENAME_EXCHANGE) == 0) {
+        (void)unlinkat(dirfd, from, 0); /* a stale temporary is truncated by the next writer */
+        return 0;
+    }
+    if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
+        return -1;
+    return renameat(dirfd, from, dirfd, to); /* no `to` yet, or no exchange here */
+}
+
 int a3s_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;

@@ -47,6 +47,11 @@ char *a3s_strndup(const char *s, size_t n);
 
 /* read/write loops that retry on EINTR; write_all returns 0 or -1 with errno. */
 int a3s_write_all(int fd, const void *buf, size_t len);
+/* renameat(dirfd, from, dirfd, to), replacing `to` atomically, without ext4's flush of
+ * `from`'s data that a rename over an existing file starts (auto_da_alloc: milliseconds
+ * per run record): the two are exchanged, then `from` (the old contents) is removed.
+ * 0, or -1 with errno. */
+int a3s_rename_replace(int dirfd, const char *from, const char *to);
 /* write(2) that never raises SIGPIPE in the host (EPIPE instead), whatever its
  * disposition; and the write-all form (EINTR retried, -1 with errno on failure). */
 ssize_t a3s_write_nosigpipe(int fd, const void *buf, size_t len);

@@ -305,7 +305,7 @@ int a3s_pinrec_write(int statefd, const char *key, const struct a3s_pin_record *
         rc = -1;
         saved = errno;
     }
-    if (rc == 0 && renameat(statefd, tmp, statefd, name) < 0) {
+    if (rc == 0 && a3s_rename_replace(statefd, tmp, name) < 0) {
         rc = -1;
         saved = errno;
     }

@@ -88,7 +88,7 @@ int a3s_wsattrs_keep(int statefd, const char *key, int wsfd, const char *ws_path
         rc = -1;
         saved = errno;
     }
-    if (rc == 0 && renameat(statefd, tmp, statefd, name) < 0) {
+    if (rc == 0 && a3s_rename_replace(statefd, tmp, name) < 0) {
         rc = -1;
         saved = errno;
     }
