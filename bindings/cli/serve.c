@@ -273,14 +273,18 @@ static void worker_fds(void)
     close(null);
 }
 
+static bool running_id(const json_t *id)
+{
+    for (size_t i = 0; i < MAX_SLOTS; i++)
+        if (jobs[i] && !jobs[i]->finished && json_equal(jobs[i]->id, id))
+            return true;
+    return false;
+}
+
 static void start(const cli *c, a3s_serve_req *r)
 {
     size_t slot = MAX_SLOTS;
     for (size_t i = 0; i < MAX_SLOTS; i++) {
-        if (jobs[i] && !jobs[i]->finished && json_equal(jobs[i]->id, r->id)) {
-            answer_duplicate(r->id);
-            return;
-        }
         if (!jobs[i] && slot == MAX_SLOTS)
             slot = i;
     }
@@ -389,7 +393,11 @@ static void handle_line(const cli *c, const char *line, size_t len)
     a3s_serve_req r;
     char msg[512];
     const char *code = a3s_serve_req_parse(line, len, &r, msg, sizeof msg);
-    if (code)
+    /* Whatever the line asks, its id may not name a second final message of a running
+     * request: refused as a duplicate first (a malformed line, a cancel, any op). */
+    if (r.id && running_id(r.id))
+        answer_duplicate(r.id);
+    else if (code)
         answer_error(r.id, code, msg);
     else if (r.op == A3S_SERVE_CANCEL)
         cancel_one(&r);

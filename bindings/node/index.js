@@ -142,6 +142,7 @@ class Execution {
 }
 
 const MAX_LINE = 1024 * 1024; // bytes of one request line, as the server takes it
+const MAX_DEPTH = 1024; // nesting the client sends (the server takes 2048)
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
@@ -149,24 +150,36 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 // naming the request: text that is not UTF-8 (a lone surrogate) or holds a NUL, a number
 // that is not finite (JSON has none), a line over MAX_LINE.
 function lineOf(req) {
-  const bad = (v) => {
+  // Checked as it will be sent: what JSON.stringify made of it (toJSON, dropped members).
+  const bad = (v, depth) => {
+    if (depth > MAX_DEPTH) return 'nesting too deep';
     if (typeof v === 'string') {
       if (v.includes('\0')) return 'text with a NUL character (give a Buffer as stdin)';
       if (LONE_SURROGATE.test(v)) return 'text that is not UTF-8 (a lone surrogate)';
       return null;
     }
-    if (typeof v === 'number') return Number.isFinite(v) ? null : 'a number that is not finite';
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return 'a number that is not finite';
+      return Number.isInteger(v) && Math.abs(v) >= 2 ** 63 ? 'an integer beyond 64 bits' : null;
+    }
     if (v && typeof v === 'object') {
       for (const [k, x] of Object.entries(v)) {
-        const why = bad(k) || bad(x);
+        const why = bad(k, depth + 1) || bad(x, depth + 1);
         if (why) return why;
       }
     }
     return null;
   };
-  const why = bad(req);
+  let text;
+  let why = bad(req, 0); // NaN and Infinity, which JSON.stringify would turn into null
+  try {
+    text = JSON.stringify(req);
+    why = why || bad(JSON.parse(text), 0);
+  } catch (e) {
+    why = why || `not encodable as JSON: ${e.message}`;
+  }
   if (why) throw new SandboxError('bad_request', why);
-  const line = JSON.stringify(req) + '\n';
+  const line = text + '\n';
   const n = Buffer.byteLength(line, 'utf8') - 1;
   if (n > MAX_LINE) {
     throw new SandboxError('too_large', `the request is ${n} bytes as JSON; the server takes ` +

@@ -149,6 +149,8 @@ test('lines the server could not name reject at once', withClient(async (sb) => 
     [{ argv: ['echo', 'a\u0000b'] }, 'bad_request'],
     [{ argv: ['true'], timeout: Infinity }, 'bad_request'],
     [{ argv: ['true'], timeout: NaN }, 'bad_request'],
+    [{ argv: ['true'], cwd: { toJSON() { return '\ud800'; } } }, 'bad_request'],
+    [{ argv: ['true'], env: { A: JSON.parse('['.repeat(3000) + ']'.repeat(3000)) } }, 'bad_request'],
   ];
   for (const [o, code] of cases) {
     let got = null;

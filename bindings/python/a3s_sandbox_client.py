@@ -186,7 +186,11 @@ class Client:
             cmd += ["-p", os.fspath(policy)]
         cmd += list(args)
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._lock = threading.Lock()  # the request stream and the pending table
+        self._lock = threading.Lock()  # the pending table (the reader takes it per answer)
+        # Whole request lines, one writer at a time. Never held with _lock: a write that
+        # waits for the server (which stops reading requests while its answers wait for
+        # us) must not stop the reader that drains them.
+        self._wlock = threading.Lock()
         self._pending = {}
         self._ids = itertools.count(1)
         self._ended = None  # why no more answers come
@@ -239,18 +243,36 @@ class Client:
     def _line(req):
         """The request as one line, or SandboxError for what the server would refuse
         without naming the request: text that is not UTF-8 (a lone surrogate, as
-        os.listdir gives for a name that is not) or holds a NUL, a timeout that is not
-        finite, a line over MAX_LINE."""
-        def has_nul(v):
+        os.listdir gives for a name that is not) or holds a NUL, a number that is not
+        finite or an integer beyond 64 bits, a key that is not a string (two could become
+        one), a line over MAX_LINE."""
+        def bad(v):
             if isinstance(v, str):
-                return "\0" in v
+                return "text with a NUL character (give bytes as stdin)" if "\0" in v else None
+            if isinstance(v, bool) or v is None or isinstance(v, float):
+                return None
+            if isinstance(v, int):
+                return None if -2**63 <= v < 2**63 else "an integer beyond 64 bits"
             if isinstance(v, dict):
-                return any(has_nul(k) or has_nul(x) for k, x in v.items())
+                for k, x in v.items():
+                    if not isinstance(k, str):
+                        return "a key that is not a string: %r" % (k,)
+                    why = bad(k) or bad(x)
+                    if why:
+                        return why
+                return None
             if isinstance(v, (list, tuple)):
-                return any(has_nul(x) for x in v)
-            return False
-        if has_nul(req):
-            raise SandboxError("bad_request", "text with a NUL character (give bytes as stdin)")
+                for x in v:
+                    why = bad(x)
+                    if why:
+                        return why
+            return None
+        try:
+            why = bad(req)
+        except RecursionError:
+            why = "nesting too deep"
+        if why:
+            raise SandboxError("bad_request", why)
         try:
             line = json.dumps(req, allow_nan=False, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as e:
@@ -270,12 +292,14 @@ class Client:
             if self._ended:
                 raise SandboxError("ended", self._ended)
             self._pending[req["id"]] = pending
-            try:
+        try:
+            with self._wlock:
                 self._proc.stdin.write(line)
                 self._proc.stdin.flush()
-            except (BrokenPipeError, ValueError) as e:
-                del self._pending[req["id"]]
-                raise SandboxError("ended", "the server is gone: %s" % e) from None
+        except (BrokenPipeError, ValueError, OSError) as e:
+            with self._lock:
+                self._pending.pop(req["id"], None)
+            raise SandboxError("ended", "the server is gone: %s" % e) from None
 
     def _outcome(self, msg):
         if msg.get("ok"):
@@ -366,7 +390,7 @@ class Client:
     def close(self):
         """End the input; running requests finish, then the server exits. Returns its
         exit status."""
-        with self._lock:
+        with self._wlock:
             try:
                 self._proc.stdin.close()
             except BrokenPipeError:

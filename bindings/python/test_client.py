@@ -164,6 +164,8 @@ class ClientTest(unittest.TestCase):
             (dict(argv=["echo", "a\0b"]), "bad_request"),
             (dict(argv=["true"], timeout=float("inf")), "bad_request"),
             (dict(argv=["true"], timeout=float("nan")), "bad_request"),
+            (dict(argv=["true"], timeout=2**64), "bad_request"),
+            (dict(argv=["true"], env={1: "a", "1": "b"}), "bad_request"),
         ]
         for kw, code in cases:
             def call(kw=kw):
@@ -172,6 +174,21 @@ class ClientTest(unittest.TestCase):
                 return e.exception.code
             self.assertEqual(self.in_thread(call, seconds=30), code)
         self.assertEqual(self.sb.exec(["echo", "still"])["stdout"], "still\n")
+
+    def test_a_sender_never_stops_the_reader(self):
+        # Execs that flood their output (until their 3 s deadline) fill the server's queue
+        # of answers, so it stops reading requests; a big request then waits in the pipe.
+        # Its sender must not hold up the reader that drains those answers.
+        floods = [self.sb.start(command="head -c 2000000000 /dev/zero | tr '\\0' '\\1'",
+                                timeout=3) for _ in range(12)]
+
+        def send_big():
+            for _ in range(4):
+                self.sb.start(["true"], stdin=b"x" * 700000, timeout=5).result()
+            return "sent"
+        self.assertEqual(self.in_thread(send_big, seconds=90), "sent")
+        for f in floods:
+            self.assertTrue(f.result(timeout=60)["timed_out"])
 
     def test_a_refusal_without_an_id_fails_the_pending(self):
         # A line the client did not check (written here by hand) is refused with "id":

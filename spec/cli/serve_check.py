@@ -447,6 +447,30 @@ def stalled_signalled(ws):
         s.p.kill()
 
 
+def running_id(ws):
+    """Any line with a running request's id, whatever it asks, is refused as a duplicate
+    ("id": null): the running request keeps exactly one final message, its own."""
+    s = Server(ws)
+    try:
+        s.send({"id": 1, "op": "exec", "argv": ["sleep", "1"]})
+        lines = [{"id": 1, "op": "exec", "argv": ["true"]}, {"id": 1, "op": "exec"},
+                 {"id": 1, "op": "nap"}, {"id": 1, "op": "probe", "bogus": 1},
+                 {"id": 1, "op": "cancel", "target": 99}, {"id": 1, "op": "cancel", "target": 1}]
+        for ln in lines:
+            s.send(ln)
+        for ln in lines:
+            m = s.read()
+            assert m["id"] is None and m["error"]["code"] == "duplicate_id", (ln, m)
+            assert m["error"]["duplicate_of"] == 1, m
+        f = s.until_final(1)
+        assert result_of(f)["exit_code"] == 0, f
+        rc, rest = s.close()
+        assert rc == 0 and rest == b"", (rc, rest[:200])
+    finally:
+        s.p.kill()
+        s.p.wait()
+
+
 def deadline_flip(ws):
     """A worker waits for room in the server only until the deadline its exec enforces.
     Attack: the policy's deadline depends on a workspace file that a concurrent command

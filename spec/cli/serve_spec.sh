@@ -24,6 +24,7 @@ check "the server killed (SIGKILL): its commands die with it" sv server_killed
 check "the reader goes away: the running exec is killed, exit 141" sv reader_gone
 check "a client that reads nothing: the exec still dies at its deadline; drops are said" sv stalled_deadline
 check "a client that reads nothing: SIGTERM still ends the server (143) and the exec" sv stalled_signalled
+check "a line with a running request's id, whatever it asks: a duplicate, never a second final" sv running_id
 check "a policy deadline flipped by a concurrent command: no exec outlives the deadline it enforced" sv deadline_flip
 check "digest, plan, capabilities, stdin_base64, duplicate id, busy, end of input" sv requests
 
