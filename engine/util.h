@@ -15,6 +15,17 @@
 #define A3S_PRINTF(a, b)
 #endif
 
+/* AddressSanitizer builds: a child sharing the caller's memory on a stack of its own
+ * (clone with CLONE_VM) confuses ASan's stack bookkeeping, so there those children are
+ * forked instead (exec.c, rootid.c); what they do is the same. */
+#if defined(__SANITIZE_ADDRESS__)
+#define A3S_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define A3S_UNDER_ASAN 1
+#endif
+#endif
+
 /* Fill err (may be NULL) with code and a formatted message; returns -1 so callers can
  * `return a3s_fail(err, ...)`. */
 int a3s_fail(a3s_error *err, int code, const char *fmt, ...) A3S_PRINTF(3, 4);
