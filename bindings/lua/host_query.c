@@ -53,21 +53,32 @@ static int h_is_dir(lua_State *L)
     return 1;
 }
 
-/* a3s.host.realpath(path) -> canonical path | nil. [-1, +1, v] */
-static int h_realpath(lua_State *L)
+static bool resolve_real(const char *p, char *buf, size_t n)
+{
+    (void)n; /* PATH_MAX, realpath's own bound */
+    return realpath(p, buf) != NULL;
+}
+
+/* A path query answered by resolve (a path | nil), recorded as a fact of `kind`. */
+static int path_query(lua_State *L, char kind, bool (*resolve)(const char *, char *, size_t))
 {
     char buf[PATH_MAX];
     const char *p = a3s_lua_state_check_abs(L, 1);
     rt *r = a3s_rt_get(L);
-    bool has = !r->ctx->neutral && realpath(p, buf);
+    bool has = !r->ctx->neutral && resolve(p, buf, sizeof buf);
     if (!r->ctx->neutral)
-        a3s_facts_add(r->facts, A3S_FACT_REALPATH, p, strlen(p), buf, has ? strlen(buf) : 0,
-                      has);
+        a3s_facts_add(r->facts, kind, p, strlen(p), buf, has ? strlen(buf) : 0, has);
     if (has)
         lua_pushstring(L, buf);
     else
         lua_pushnil(L);
     return 1;
+}
+
+/* a3s.host.realpath(path) -> canonical path | nil. [-1, +1, v] */
+static int h_realpath(lua_State *L)
+{
+    return path_query(L, A3S_FACT_REALPATH, resolve_real);
 }
 
 /* a3s.host.exposable(path) -> canonical directory | nil: what a policy may re-expose.
@@ -76,18 +87,7 @@ static int h_realpath(lua_State *L)
  * never choose what a later run binds. [-1, +1, v] */
 static int h_exposable(lua_State *L)
 {
-    char buf[PATH_MAX];
-    const char *p = a3s_lua_state_check_abs(L, 1);
-    rt *r = a3s_rt_get(L);
-    bool has = !r->ctx->neutral && a3s_facts_exposable(p, buf, sizeof buf);
-    if (!r->ctx->neutral)
-        a3s_facts_add(r->facts, A3S_FACT_EXPOSABLE, p, strlen(p), buf, has ? strlen(buf) : 0,
-                      has);
-    if (has)
-        lua_pushstring(L, buf);
-    else
-        lua_pushnil(L);
-    return 1;
+    return path_query(L, A3S_FACT_EXPOSABLE, a3s_facts_exposable);
 }
 
 /* __gc of the DIR box: idempotent. [-0, +0, -] */
