@@ -469,6 +469,12 @@ int a3s_scan_workspace(const a3s_plan *p, int wsfd, const a3s_scan_hooks *hooks,
     struct top_entry *tops = NULL;
     size_t ntops = 0;
     int rc = -1;
+    /* Only then does the walk compare each entry with the plan's masks (scan_rules.c). */
+    for (size_t i = 0; i < p->nfs && !s.deep_masks; i++) {
+        const char *m = p->fs[i].path;
+        s.deep_masks = p->fs[i].kind == A3S_FS_MASK && a3s_path_within(m, p->workspace) &&
+                       strlen(m) > s.base + 1 && strchr(m + s.base + 1, '/') != NULL;
+    }
 
     s.cap = s.base + 256;
     if (!(s.path = malloc(s.cap))) {

@@ -71,6 +71,7 @@ struct scan {
     size_t nwanted, capwanted;
     a3s_strv stores;  /* package stores, relative to the workspace */
     a3s_strv gitdirs; /* gitdir targets inside the workspace, relative */
+    bool deep_masks;  /* the plan masks a path below the workspace's top level */
 };
 
 /* ---- scan.c: the state and the walk */

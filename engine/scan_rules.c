@@ -116,7 +116,7 @@ int a3s_scan_visit_entry(struct scan *s, int dfd, const char *name, unsigned cha
     /* A mask of the policy's own below the workspace (a credential an environment
      * variable places there): held like a secret the scan finds, so that no command can
      * move it where the next run's mask, which names its path, would not reach. */
-    if (depth > 1 && policy_masks(s) && a3s_scan_hold_ancestors(s, depth) < 0)
+    if (depth > 1 && s->deep_masks && policy_masks(s) && a3s_scan_hold_ancestors(s, depth) < 0)
         return -1;
     if (flags & IN_STORE)
         return visit_store_entry(s, dfd, name, type, depth, flags);
