@@ -88,11 +88,16 @@ static int visit_store_entry(struct scan *s, int dfd, const char *name, unsigned
     return 0;
 }
 
-static bool policy_masks(const struct scan *s)
+/* Whether the plan masks the entry being visited (below: an entry below it). */
+static bool policy_masks(const struct scan *s, bool below)
 {
-    for (size_t i = 0; i < s->p->nfs; i++)
-        if (s->p->fs[i].kind == A3S_FS_MASK && !strcmp(s->p->fs[i].path, s->path))
+    for (size_t i = 0; i < s->p->nfs; i++) {
+        const char *m = s->p->fs[i].path;
+        if (s->p->fs[i].kind != A3S_FS_MASK)
+            continue;
+        if (below ? strncmp(m, s->path, s->len) == 0 && m[s->len] == '/' : !strcmp(m, s->path))
             return true;
+    }
     return false;
 }
 
@@ -116,7 +121,8 @@ int a3s_scan_visit_entry(struct scan *s, int dfd, const char *name, unsigned cha
     /* A mask of the policy's own below the workspace (a credential an environment
      * variable places there): held like a secret the scan finds, so that no command can
      * move it where the next run's mask, which names its path, would not reach. */
-    if (depth > 1 && s->deep_masks && policy_masks(s) && a3s_scan_hold_ancestors(s, depth) < 0)
+    if (depth > 1 && s->deep_masks && !(flags & IN_MASKED) && policy_masks(s, false) &&
+        a3s_scan_hold_ancestors(s, depth) < 0)
         return -1;
     if (flags & IN_STORE)
         return visit_store_entry(s, dfd, name, type, depth, flags);
@@ -146,7 +152,9 @@ int a3s_scan_visit_entry(struct scan *s, int dfd, const char *name, unsigned cha
         return a3s_scan_nested_git(s, dfd, name, type, depth);
 
     if (type == DT_DIR) {
-        if (list_has(&s->p->scan_skip, name)) {
+        /* A store that holds a mask of the policy's own is walked like any directory:
+         * the mask's ancestors in it must be held (above). */
+        if (list_has(&s->p->scan_skip, name) && !(s->deep_masks && policy_masks(s, true))) {
             /* Package stores are searched later, only if a credential has aliases. */
             if (!name_eq(name, ".git") && !(flags & IN_MASKED) &&
                 a3s_strv_push(&s->stores, a3s_scan_rel_path(s)) < 0)

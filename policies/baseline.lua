@@ -30,6 +30,19 @@ local function symlinked(p)
   return real ~= nil and real ~= p, real
 end
 
+-- A credential's mask goes to the canonical path. Where a symlink leads the credential
+-- into the workspace, a command there could re-point it (or a link on its way) between
+-- runs, and the next run would mask the decoy: such a run is refused.
+local function credential_target(p)
+  local link, real = symlinked(p)
+  if link and path.within(real, ctx.workspace) then
+    error(("the credential path %s leads through a symbolic link into the workspace (to %s),"
+      .. " where a command could re-point it: keep it outside the workspace, or name it by"
+      .. " its canonical path"):format(p, real), 0)
+  end
+  return link, real
+end
+
 ---------------------------------------------------------------- network
 -- ★ A private network namespace with loopback only (the original kept the host's).
 plan:network("none")
@@ -129,14 +142,14 @@ end
 for _, rel in ipairs(credentials.home_relative) do
   local p = path.join(ctx.home, rel)
   plan:mask(p, { optional = true })
-  local link, real = symlinked(p)
+  local link, real = credential_target(p)
   if link then
     plan:mask(real, { optional = true, discovered = true })
   end
 end
 -- Credentials named by the host environment ($CODEX_HOME/auth.json, $CARGO_HOME/...).
 for _, p in ipairs(credentials.env_configured(ctx.env)) do
-  local link, real = symlinked(p)
+  local link, real = credential_target(p)
   plan:mask(link and real or p, { optional = true, discovered = true })
 end
 -- Secret files at the top of the workspace (`.env*` are found by the scan below).
@@ -147,11 +160,12 @@ end
 -- Re-exposed read-only: PATH directories and toolchain roots, so offline toolchains
 -- keep working under the hidden home. Credential files inside them stay masked (masks
 -- apply last). Skipped: anything already declared (a hidden root itself is never
--- re-exposed whole), the host root, and directories inside the workspace or scratch
--- (visible and writable already).
+-- re-exposed whole), the host root, directories inside the workspace or scratch
+-- (visible and writable already), and directories that hold the workspace (a GOPATH
+-- ~/go holding ~/go/src/a would show its sibling projects, their secrets unmasked).
 local function reexposable(dir)
   return dir ~= "/" and not plan:rule_kind(dir) and not path.within(dir, ctx.workspace)
-    and not path.within(dir, ctx.scratch)
+    and not path.within(dir, ctx.scratch) and not path.within(ctx.workspace, dir)
 end
 for _, dir in ipairs(ctx.path_dirs) do
   if reexposable(dir) then

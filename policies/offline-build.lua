@@ -39,7 +39,8 @@ local exposed = {}
 for _, rel in ipairs(caches) do
   local dir = a3s.host.exposable(path.join(ctx.home, rel))
   if dir and dir ~= "/" and not plan:rule_kind(dir)
-      and not path.within(dir, ctx.workspace) and not path.within(dir, ctx.scratch) then
+      and not path.within(dir, ctx.workspace) and not path.within(dir, ctx.scratch)
+      and not path.within(ctx.workspace, dir) then
     plan:read_only(dir, { optional = true, discovered = true })
     exposed[rel] = dir
   end

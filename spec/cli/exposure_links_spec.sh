@@ -74,5 +74,15 @@ check "... nothing read" not_contains "$OUT" EXPOSED-CANARY
 check "... nothing written beside the canary" test ! -e "$out/secret/written.txt"
 chmod 755 "$wsC/pkgs"
 
+# A toolchain root that holds the workspace is not re-exposed: with HOME's go as GOPATH
+# and the workspace go/src/a, go/src/b's secrets would be readable through it.
+gh=$(tmpdir)
+mkdir -p "$gh/go/src/a" "$gh/go/src/b" "$gh/go/bin"
+echo "SIBLING-CANARY" >"$gh/go/src/b/.env"
+chmod -R a+rX "$gh"
+HOME="$gh" run_cli -w "$gh/go/src/a" -c "cat $gh/go/src/b/.env; echo done"
+check "a root holding the workspace: its siblings are not shown" not_contains "$OUT" SIBLING-CANARY
+check "... and the run ran" contains "$OUT" done
+
 check "the canary is unchanged on the host" eq "$(cat "$out/secret/.env")" EXPOSED-CANARY
 finish

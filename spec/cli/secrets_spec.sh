@@ -164,5 +164,31 @@ check "... nor the file" test ! -e "$ws/moved.toml"
 CARGO_HOME="$ws/.cargo" run_cli -w "$ws" -c 'cat .c2/credentials.toml moved.toml .cargo/credentials.toml'
 check "... and the next run reads it nowhere" not_contains "$(both)" "$ct"
 rm -rf "$ws/.c2" "$ws/moved.toml"
+# ... also in a package store the scan does not otherwise enter (node_modules, target).
+mkdir -p "$ws/node_modules/cargo"
+printf 'token = "%s"\n' "$ct" >"$ws/node_modules/cargo/credentials.toml"
+CARGO_HOME="$ws/node_modules/cargo" run_cli -w "$ws" -c 'mv node_modules/cargo node_modules/moved; mv node_modules nm2; echo tried'
+check "CARGO_HOME in node_modules: neither it nor node_modules moved" test -f "$ws/node_modules/cargo/credentials.toml"
+CARGO_HOME="$ws/node_modules/cargo" run_cli -w "$ws" -c 'cat node_modules/moved/credentials.toml nm2/cargo/credentials.toml nm2/moved/credentials.toml node_modules/cargo/credentials.toml'
+check "... and the next run reads it nowhere" not_contains "$(both)" "$ct"
+rm -rf "$ws/node_modules" "$ws/nm2"
+# ... inside a directory masked whole (.env*): the run still runs.
+mkdir -p "$ws/.envdir/c"
+printf 'token = "%s"\n' "$ct" >"$ws/.envdir/c/credentials.toml"
+CARGO_HOME="$ws/.envdir/c" run_cli -w "$ws" -c 'cat .envdir/c/credentials.toml; echo ran'
+check "CARGO_HOME inside a masked directory: the run runs" contains "$OUT" ran
+check "... and reads nothing of it" not_contains "$(both)" "$ct"
+rm -rf "$ws/.envdir"
+# Through a link in the workspace: a command could re-point the link between runs, and
+# the next run would mask the decoy. Refused (125), and so nothing is read.
+mkdir -p "$ws/real" "$ws/decoy"
+printf 'token = "%s"\n' "$ct" >"$ws/real/credentials.toml"
+touch "$ws/decoy/credentials.toml"
+ln -s real "$ws/link"
+CARGO_HOME="$ws/link" run_cli -w "$ws" -c 'cat real/credentials.toml'
+check "CARGO_HOME through a link into the workspace: refused (125)" eq "$RC" 125
+check "... saying why" contains "$ERR" "leads through a symbolic link into the workspace"
+check "... nothing read" not_contains "$OUT" "$ct"
+rm -rf "$ws/real" "$ws/decoy" "$ws/link"
 
 finish
