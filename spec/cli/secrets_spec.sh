@@ -155,22 +155,24 @@ check "credential files in a subdirectory: not writable" eq "$(cat "$ws/pkgs/a/.
 # Attack: one run moves the directory (or the file) away; the next run, whose mask names
 # the old path, would read it. The directories above such a mask are held: neither moves.
 ct="cargo-token-$(rnd)"
-mkdir -p "$ws/.cargo"
-printf 'token = "%s"\n' "$ct" >"$ws/.cargo/credentials.toml"
-CARGO_HOME="$ws/.cargo" run_cli -w "$ws" -c 'cat .cargo/credentials.toml; mv .cargo .c2; mv .cargo/credentials.toml moved.toml; echo tried'
-check "CARGO_HOME in the workspace: its credentials unreadable" not_contains "$OUT" "$ct"
-check "... its directory not moved" test -f "$ws/.cargo/credentials.toml"
+# cargo_home DIR (relative): a credential there; run 1 (MOVES) tries to move it away, run 2
+# (READS) looks for it wherever it could have gone.
+cargo_home() {
+  mkdir -p "$ws/$1"
+  printf 'token = "%s"\n' "$ct" >"$ws/$1/credentials.toml"
+  CARGO_HOME="$ws/$1" run_cli -w "$ws" -c "cat $1/credentials.toml; $2; echo tried"
+  check "CARGO_HOME at $1: its credentials unreadable" not_contains "$OUT" "$ct"
+  check "... not moved" test -f "$ws/$1/credentials.toml"
+  CARGO_HOME="$ws/$1" run_cli -w "$ws" -c "cat $3"
+  check "... and the next run reads it nowhere" not_contains "$(both)" "$ct"
+}
+cargo_home .cargo 'mv .cargo .c2; mv .cargo/credentials.toml moved.toml' \
+  '.c2/credentials.toml moved.toml .cargo/credentials.toml'
 check "... nor the file" test ! -e "$ws/moved.toml"
-CARGO_HOME="$ws/.cargo" run_cli -w "$ws" -c 'cat .c2/credentials.toml moved.toml .cargo/credentials.toml'
-check "... and the next run reads it nowhere" not_contains "$(both)" "$ct"
-rm -rf "$ws/.c2" "$ws/moved.toml"
+rm -rf "$ws/.c2" "$ws/moved.toml" "$ws/.cargo"
 # ... also in a package store the scan does not otherwise enter (node_modules, target).
-mkdir -p "$ws/node_modules/cargo"
-printf 'token = "%s"\n' "$ct" >"$ws/node_modules/cargo/credentials.toml"
-CARGO_HOME="$ws/node_modules/cargo" run_cli -w "$ws" -c 'mv node_modules/cargo node_modules/moved; mv node_modules nm2; echo tried'
-check "CARGO_HOME in node_modules: neither it nor node_modules moved" test -f "$ws/node_modules/cargo/credentials.toml"
-CARGO_HOME="$ws/node_modules/cargo" run_cli -w "$ws" -c 'cat node_modules/moved/credentials.toml nm2/cargo/credentials.toml nm2/moved/credentials.toml node_modules/cargo/credentials.toml'
-check "... and the next run reads it nowhere" not_contains "$(both)" "$ct"
+cargo_home node_modules/cargo 'mv node_modules/cargo node_modules/moved; mv node_modules nm2' \
+  'node_modules/moved/credentials.toml nm2/cargo/credentials.toml nm2/moved/credentials.toml'
 rm -rf "$ws/node_modules" "$ws/nm2"
 # ... inside a directory masked whole (.env*): the run still runs.
 mkdir -p "$ws/.envdir/c"
