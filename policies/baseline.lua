@@ -30,15 +30,19 @@ local function symlinked(p)
   return real ~= nil and real ~= p, real
 end
 
--- A credential's mask goes to the canonical path. Where a symlink leads the credential
--- into the workspace, a command there could re-point it (or a link on its way) between
--- runs, and the next run would mask the decoy: such a run is refused.
-local function credential_target(p)
+-- A credential's mask goes to the canonical path. Where the path is not canonical (a
+-- symlink, a "..") and it or its target lies in the workspace, a command there could
+-- re-point a link or rename a directory on its way between runs, and the next run would
+-- mask a decoy or nothing: such a run is refused. (spelled: the environment's own text.)
+local function credential_target(p, spelled)
   local link, real = symlinked(p)
-  if link and path.within(real, ctx.workspace) then
-    error(("the credential path %s leads through a symbolic link into the workspace (to %s),"
-      .. " where a command could re-point it: keep it outside the workspace, or name it by"
-      .. " its canonical path"):format(p, real), 0)
+  local text = spelled or p
+  local lexically_in = text == ctx.workspace or text:sub(1, #ctx.workspace + 1) == ctx.workspace .. "/"
+  if (link or path.clean(text) ~= p) and (lexically_in or path.within(real or p, ctx.workspace)) then
+    error(("the credential path %s is not canonical (a symbolic link or '..' on its way, to"
+      .. " %s) and leads through the workspace, where a command could change where it"
+      .. " resolves: name it by its canonical path"):format(
+      text, real or p), 0)
   end
   return link, real
 end
@@ -148,8 +152,9 @@ for _, rel in ipairs(credentials.home_relative) do
   end
 end
 -- Credentials named by the host environment ($CODEX_HOME/auth.json, $CARGO_HOME/...).
-for _, p in ipairs(credentials.env_configured(ctx.env)) do
-  local link, real = credential_target(p)
+local env_creds, env_spelled = credentials.env_configured(ctx.env)
+for i, p in ipairs(env_creds) do
+  local link, real = credential_target(p, env_spelled[i])
   plan:mask(link and real or p, { optional = true, discovered = true })
 end
 -- Secret files at the top of the workspace (`.env*` are found by the scan below).

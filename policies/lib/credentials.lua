@@ -86,22 +86,26 @@ local function env_dir(env, var)
 end
 
 -- The env-configured credential paths for this host environment (a list of clean
--- absolute paths, in the order of the tables above).
+-- absolute paths, in the order of the tables above), and beside it each one as the
+-- environment spells it (a ".." not resolved): where a spelling leads through the
+-- workspace, a command there could change where the path resolves (baseline.lua).
 function M.env_configured(env)
-  local out = {}
+  local out, spelled = {}, {}
   for _, e in ipairs(M.env_files) do
     local dir = env_dir(env, e.var)
     if dir then
       out[#out + 1] = path.join(dir, e.file)
+      spelled[#out] = env[e.var] .. "/" .. e.file
     end
   end
   for _, var in ipairs(M.env_dirs) do
     local dir = env_dir(env, var)
     if dir then
       out[#out + 1] = dir
+      spelled[#out] = env[var]
     end
   end
-  return out
+  return out, spelled
 end
 
 return M

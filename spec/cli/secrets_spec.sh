@@ -181,16 +181,21 @@ CARGO_HOME="$ws/.envdir/c" run_cli -w "$ws" -c 'cat .envdir/c/credentials.toml; 
 check "CARGO_HOME inside a masked directory: the run runs" contains "$OUT" ran
 check "... and reads nothing of it" not_contains "$(both)" "$ct"
 rm -rf "$ws/.envdir"
-# Through a link in the workspace: a command could re-point the link between runs, and
-# the next run would mask the decoy. Refused (125), and so nothing is read.
-mkdir -p "$ws/real" "$ws/decoy"
-printf 'token = "%s"\n' "$ct" >"$ws/real/credentials.toml"
-touch "$ws/decoy/credentials.toml"
+# Spelled through the workspace but not canonically: a link there (into the workspace or
+# out of it) that a command could re-point, or a ".." after a directory it could rename,
+# between runs; the next run would mask a decoy, or nothing. Each is refused (125).
+out=$(tmpdir)
+mkdir -p "$ws/real" "$ws/decoy" "$ws/a" "$out/cargo"
+printf 'token = "%s"\n' "$ct" | tee "$ws/real/credentials.toml" "$out/cargo/credentials.toml" >/dev/null
+touch "$ws/decoy/credentials.toml" "$ws/real/credentials" "$out/cargo/credentials"
 ln -s real "$ws/link"
-CARGO_HOME="$ws/link" run_cli -w "$ws" -c 'cat real/credentials.toml'
-check "CARGO_HOME through a link into the workspace: refused (125)" eq "$RC" 125
-check "... saying why" contains "$ERR" "leads through a symbolic link into the workspace"
-check "... nothing read" not_contains "$OUT" "$ct"
-rm -rf "$ws/real" "$ws/decoy" "$ws/link"
+ln -s "$out/cargo" "$ws/outlink"
+for spelled in "$ws/link" "$ws/outlink" "$ws/a/../real"; do
+  CARGO_HOME="$spelled" run_cli -w "$ws" -c "cat real/credentials.toml $out/cargo/credentials.toml"
+  check "CARGO_HOME=${spelled#"$ws"/} (the workspace's): refused (125)" eq "$RC" 125
+  check "... saying why" contains "$ERR" "leads through the workspace"
+  check "... nothing read" not_contains "$OUT" "$ct"
+done
+rm -rf "$ws/real" "$ws/decoy" "$ws/link" "$ws/outlink" "$ws/a"
 
 finish
