@@ -226,6 +226,62 @@ out:
     return rc;
 }
 
+int a3s_wspath_passes_within(const char *path, const char *root)
+{
+    walk w = {0};
+    int rc = 0, links = 0;
+    if (path[0] != '/' || !(w.pending = a3s_strdup(path + 1)) || !(w.canon = calloc(1, 64))) {
+        free(w.pending);
+        return -1;
+    }
+    w.cap = 64;
+    while (*w.pending && rc == 0) {
+        char *slash = strchr(w.pending, '/');
+        char *rest = slash ? slash + 1 : w.pending + strlen(w.pending);
+        if (slash)
+            *slash = '\0';
+        char comp[NAME_MAX + 1];
+        if (strlen(w.pending) > NAME_MAX)
+            break;
+        strcpy(comp, w.pending);
+        memmove(w.pending, rest, strlen(rest) + 1);
+        if (!comp[0] || !strcmp(comp, "."))
+            continue;
+        if (!strcmp(comp, "..")) {
+            canon_pop(&w);
+        } else {
+            if (canon_push(&w, comp) < 0) {
+                rc = -1;
+                break;
+            }
+            struct stat st;
+            if (lstat(w.canon, &st) < 0)
+                break; /* nothing below a missing component */
+            if (S_ISLNK(st.st_mode)) {
+                char target[PATH_MAX];
+                ssize_t tl = readlink(w.canon, target, sizeof target - 1);
+                if (tl < 0 || ++links > MAX_LINKS)
+                    break;
+                target[tl] = '\0';
+                canon_pop(&w); /* the directory holding the link */
+                if (splice_link(&w, target[0] == '/' ? target + 1 : target, w.pending) < 0) {
+                    rc = -1;
+                    break;
+                }
+                if (target[0] == '/') {
+                    w.len = 0;
+                    w.canon[0] = '\0';
+                }
+            }
+        }
+        if (a3s_path_within(w.len ? w.canon : "/", root))
+            rc = 1;
+    }
+    free(w.pending);
+    free(w.canon);
+    return rc;
+}
+
 int a3s_wspath_bind_links(const char *path, char *link, size_t n)
 {
     size_t len = strlen(path);

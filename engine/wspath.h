@@ -23,4 +23,9 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
  * can neither write nor own. A missing prefix ends the walk (nothing below it can be bound). */
 int a3s_wspath_bind_links(const char *path, char *link, size_t n);
 
+/* Whether resolving the absolute `path` (every link followed, ".." taken physically, as
+ * the kernel does) passes through a directory at or below the clean `root`: 1 when it
+ * does, 0 when not (the walk ends at a missing component), -1 out of memory. */
+int a3s_wspath_passes_within(const char *path, const char *root);
+
 #endif

@@ -38,7 +38,8 @@ local function credential_target(p, spelled)
   local link, real = symlinked(p)
   local text = spelled or p
   local lexically_in = text == ctx.workspace or text:sub(1, #ctx.workspace + 1) == ctx.workspace .. "/"
-  if (link or path.clean(text) ~= p) and (lexically_in or path.within(real or p, ctx.workspace)) then
+  if (link or path.clean(text) ~= p) and (lexically_in or path.within(real or p, ctx.workspace)
+      or host.passes_through(text, ctx.workspace)) then
     error(("the credential path %s is not canonical (a symbolic link or '..' on its way, to"
       .. " %s) and leads through the workspace, where a command could change where it"
       .. " resolves: name it by its canonical path"):format(

@@ -238,6 +238,8 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx)
         bool has = realpath(x->arg, buf) != NULL;
         return same(x, has, buf, has ? strlen(buf) : 0);
     }
+    case A3S_FACT_PASSES:
+        return x->has == (a3s_wspath_passes_within(x->arg, x->arg + strlen(x->arg) + 1) == 1);
     case A3S_FACT_EXPOSABLE: {
         bool has = a3s_facts_exposable(x->arg, buf, sizeof buf);
         return same(x, has, buf, has ? strlen(buf) : 0);
@@ -363,17 +365,19 @@ a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len)
         switch (kind) {
         case A3S_FACT_EXISTS: case A3S_FACT_IS_DIR: case A3S_FACT_REALPATH:
         case A3S_FACT_GLOB: case A3S_FACT_PATHDIR: case A3S_FACT_FILE: case A3S_FACT_EXPOSABLE:
+        case A3S_FACT_PASSES:
             break;
         default:
             goto bad;
         }
-        /* Paths are C strings (a glob's is "dir NUL prefix"): one NUL at most, and only
-         * in a glob. */
+        /* Paths are C strings (a glob's is "dir NUL prefix", a passes "path NUL root"): one
+         * NUL at most, and only in those two. */
+        bool pair = kind == A3S_FACT_GLOB || kind == A3S_FACT_PASSES;
         const void *nul = memchr(p, '\0', alen);
-        if (nul && (kind != A3S_FACT_GLOB || memchr((const char *)nul + 1, '\0',
-                                                    alen - ((const unsigned char *)nul - p) - 1)))
+        if (nul && (!pair || memchr((const char *)nul + 1, '\0',
+                                    alen - ((const unsigned char *)nul - p) - 1)))
             goto bad;
-        if (kind == A3S_FACT_GLOB && !nul)
+        if (pair && !nul)
             goto bad;
         a3s_facts_add(f, kind, (const char *)p, alen, (const char *)p + alen, nlen, has);
         if (f->broken)

@@ -5,6 +5,7 @@
  * host can reach the plan. */
 #include "runtime.h"
 #include "facts.h"
+#include "wspath.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -88,6 +89,34 @@ static int h_realpath(lua_State *L)
 static int h_exposable(lua_State *L)
 {
     return path_query(L, A3S_FACT_EXPOSABLE, a3s_facts_exposable);
+}
+
+/* a3s.host.passes_through(path, root) -> bool: whether resolving path (every symlink
+ * followed, ".." taken physically) passes through root or a directory below it; a walk
+ * ends at a missing component. For a policy to see that a path which starts and ends
+ * elsewhere still depends on a directory a command can change. [-2, +1, v] */
+static int h_passes_through(lua_State *L)
+{
+    const char *p = a3s_lua_state_check_abs(L, 1);
+    const char *root = a3s_lua_state_check_abs(L, 2);
+    rt *r = a3s_rt_get(L);
+    bool has = false;
+    if (!r->ctx->neutral) {
+        int w = a3s_wspath_passes_within(p, root);
+        if (w < 0)
+            return luaL_error(L, "a3s.host.passes_through: out of memory");
+        has = w == 1;
+        size_t pl = strlen(p), rl = strlen(root);
+        char *arg = malloc(pl + 1 + rl);
+        if (!arg)
+            return luaL_error(L, "a3s.host.passes_through: out of memory");
+        memcpy(arg, p, pl + 1);
+        memcpy(arg + pl + 1, root, rl);
+        a3s_facts_add(r->facts, A3S_FACT_PASSES, arg, pl + 1 + rl, NULL, 0, has);
+        free(arg);
+    }
+    lua_pushboolean(L, has);
+    return 1;
 }
 
 /* __gc of the DIR box: idempotent. [-0, +0, -] */
@@ -300,6 +329,7 @@ void a3s_host_query_push_lib(lua_State *L)
         {"is_dir", h_is_dir},
         {"realpath", h_realpath},
         {"exposable", h_exposable},
+        {"passes_through", h_passes_through},
         {"glob_prefix", h_glob_prefix},
         {NULL, NULL},
     };

@@ -190,12 +190,18 @@ printf 'token = "%s"\n' "$ct" | tee "$ws/real/credentials.toml" "$out/cargo/cred
 touch "$ws/decoy/credentials.toml" "$ws/real/credentials" "$out/cargo/credentials"
 ln -s real "$ws/link"
 ln -s "$out/cargo" "$ws/outlink"
-for spelled in "$ws/link" "$ws/outlink" "$ws/a/../real"; do
+# ... and a spelling that starts and ends outside but passes through the workspace on its
+# way (a link outside pointing in, a link there pointing out; or "..": a command removes
+# the hop, and the next run's path resolves to nothing, masking nothing).
+mkdir -p "$ws/hop"
+ln -s "$out/cargo" "$ws/hop/c"
+ln -s "$ws/hop" "$out/L"
+for spelled in "$ws/link" "$ws/outlink" "$ws/a/../real" "$out/L/c" "$out/L/../../$(basename "$out")/cargo"; do
   CARGO_HOME="$spelled" run_cli -w "$ws" -c "cat real/credentials.toml $out/cargo/credentials.toml"
   check "CARGO_HOME=${spelled#"$ws"/} (the workspace's): refused (125)" eq "$RC" 125
   check "... saying why" contains "$ERR" "leads through the workspace"
   check "... nothing read" not_contains "$OUT" "$ct"
 done
-rm -rf "$ws/real" "$ws/decoy" "$ws/link" "$ws/outlink" "$ws/a"
+rm -rf "$ws/real" "$ws/decoy" "$ws/link" "$ws/outlink" "$ws/a" "$ws/hop" "$out/L"
 
 finish
