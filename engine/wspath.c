@@ -230,6 +230,10 @@ int a3s_wspath_passes_within(const char *path, const char *root)
 {
     walk w = {0};
     int rc = 0, links = 0;
+    /* The root's identity: another mount of it (a bind mount of the workspace or of a
+     * directory holding it) is the same directory under another name. */
+    struct stat rst;
+    bool have_root = stat(root, &rst) == 0 && S_ISDIR(rst.st_mode);
     if (path[0] != '/' || !(w.pending = a3s_strdup(path + 1)) || !(w.canon = calloc(1, 64))) {
         free(w.pending);
         return -1;
@@ -241,8 +245,10 @@ int a3s_wspath_passes_within(const char *path, const char *root)
         if (slash)
             *slash = '\0';
         char comp[NAME_MAX + 1];
-        if (strlen(w.pending) > NAME_MAX)
+        if (strlen(w.pending) > NAME_MAX) {
+            rc = 1; /* the kernel would refuse it too; what it means is unknown: closed */
             break;
+        }
         strcpy(comp, w.pending);
         memmove(w.pending, rest, strlen(rest) + 1);
         if (!comp[0] || !strcmp(comp, "."))
@@ -255,13 +261,24 @@ int a3s_wspath_passes_within(const char *path, const char *root)
                 break;
             }
             struct stat st;
-            if (lstat(w.canon, &st) < 0)
-                break; /* nothing below a missing component */
+            if (lstat(w.canon, &st) < 0) {
+                /* Nothing below a missing component; any other failure (a path too long
+                 * to name, a directory that cannot be searched) leaves the answer unknown,
+                 * and unknown counts as passing through. */
+                if (errno != ENOENT && errno != ENOTDIR)
+                    rc = 1;
+                break;
+            }
+            if (have_root && S_ISDIR(st.st_mode) && st.st_dev == rst.st_dev &&
+                st.st_ino == rst.st_ino)
+                rc = 1;
             if (S_ISLNK(st.st_mode)) {
                 char target[PATH_MAX];
                 ssize_t tl = readlink(w.canon, target, sizeof target - 1);
-                if (tl < 0 || ++links > MAX_LINKS)
+                if (tl < 0 || ++links > MAX_LINKS) {
+                    rc = 1;
                     break;
+                }
                 target[tl] = '\0';
                 canon_pop(&w); /* the directory holding the link */
                 if (splice_link(&w, target[0] == '/' ? target + 1 : target, w.pending) < 0) {

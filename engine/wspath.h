@@ -24,8 +24,11 @@ int a3s_wspath_open(const char *given, char **canonical, int *fd_out, a3s_error 
 int a3s_wspath_bind_links(const char *path, char *link, size_t n);
 
 /* Whether resolving the absolute `path` (every link followed, ".." taken physically, as
- * the kernel does) passes through a directory at or below the clean `root`: 1 when it
- * does, 0 when not (the walk ends at a missing component), -1 out of memory. */
+ * the kernel does) passes through a directory at or below the clean `root`, or through
+ * root itself under another name (the same directory by device and inode: a bind mount
+ * of it or of a directory holding it): 1 when it does, and when the walk cannot tell (a
+ * component too long, a link loop, a directory it cannot search); 0 when not (the walk
+ * ends at a missing component); -1 out of memory. */
 int a3s_wspath_passes_within(const char *path, const char *root);
 
 #endif

@@ -30,14 +30,35 @@ local function symlinked(p)
   return real ~= nil and real ~= p, real
 end
 
+-- The workspace under other names: other mounts of it, or of a directory inside it
+-- (a bind mount). The host root is visible read-only, so these are hidden below, and a
+-- credential found there lies in the workspace.
+local workspace_aliases = host.aliases(ctx.workspace)
+local function in_workspace_alias(p)
+  for _, a in ipairs(workspace_aliases) do
+    if path.within(p, a) then
+      return a
+    end
+  end
+  return nil
+end
+
 -- A credential's mask goes to the canonical path. Where the path is not canonical (a
 -- symlink, a "..") and it or its target lies in the workspace, a command there could
 -- re-point a link or rename a directory on its way between runs, and the next run would
--- mask a decoy or nothing: such a run is refused. (spelled: the environment's own text.)
+-- mask a decoy or nothing: such a run is refused. So is one that lies in the workspace
+-- under another name (a mount of it): its mask would cover that name only, and the
+-- command would read it through the workspace. (spelled: the environment's own text.)
 local function credential_target(p, spelled)
   local link, real = symlinked(p)
   local text = spelled or p
   local lexically_in = text == ctx.workspace or text:sub(1, #ctx.workspace + 1) == ctx.workspace .. "/"
+  local alias = in_workspace_alias(real or p)
+  if alias and not path.within(real or p, ctx.workspace) then
+    error(("the credential path %s lies in the workspace under another name (%s shows"
+      .. " the workspace, or a directory inside it, again): name it by its path in the"
+      .. " workspace"):format(text, alias), 0)
+  end
   if (link or path.clean(text) ~= p) and (lexically_in or path.within(real or p, ctx.workspace)
       or host.passes_through(text, ctx.workspace)) then
     error(("the credential path %s is not canonical (a symbolic link or '..' on its way, to"
@@ -121,6 +142,29 @@ if host.realpath("/var/run") == "/var/run" and not plan:rule_kind("/var/run") th
   plan:hide("/var/run", { optional = true, discovered = true })
 end
 
+-- ★ The same files under another name: another mount of the workspace, of a hidden
+-- directory, or of a directory inside one (a bind mount of /home at /data/home, of the
+-- workspace at /mnt/ws) shows them again through the read-only host root, secrets and
+-- all. Those names are hidden too (a file mounted alone is masked).
+local function hide_aliases(aliases)
+  for _, a in ipairs(aliases) do
+    if a ~= "/" and not plan:rule_kind(a) then
+      if host.is_dir(a) then
+        plan:hide(a, { optional = true, discovered = true })
+      else
+        plan:mask(a, { optional = true, discovered = true })
+      end
+    end
+  end
+end
+hide_aliases(workspace_aliases)
+for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/tmp", "/var/tmp", "/run" }) do
+  local real = host.realpath(p)
+  if real and real ~= "/" then
+    hide_aliases(host.aliases(real))
+  end
+end
+
 -- ★ System secrets: unreadable and unwritable wherever they are visible.
 for _, p in ipairs({ "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d",
                      "/etc/ssl/private", "/run/secrets" }) do
@@ -140,8 +184,8 @@ for _, prefix in ipairs({ "sudoers", "shadow", "gshadow" }) do
   end
 end
 
--- Credentials below the home (the original's 33 entries): hidden with the home
--- already, and masked again in case a derived policy re-exposes part of the home.
+-- Credentials below the home (the original's 33 entries and three more): hidden with the
+-- home already, and masked again in case a derived policy re-exposes part of the home.
 -- Missing ones are skipped by the backend; canonical forms of symlinked ones are
 -- masked too.
 for _, rel in ipairs(credentials.home_relative) do
@@ -156,7 +200,12 @@ end
 local env_creds, env_spelled = credentials.env_configured(ctx.env)
 for i, p in ipairs(env_creds) do
   local link, real = credential_target(p, env_spelled[i])
-  plan:mask(link and real or p, { optional = true, discovered = true })
+  -- A spelling with ".." that does not resolve (nothing there) has nothing to mask; one
+  -- leading through the workspace was refused above.
+  if link or path.clean(p) then
+    plan:mask(link and real or p, { optional = true, discovered = true })
+    hide_aliases(host.aliases(link and real or p))
+  end
 end
 -- Secret files at the top of the workspace (`.env*` are found by the scan below).
 for _, rel in ipairs(credentials.workspace_relative) do

@@ -3,7 +3,8 @@
 # unprivileged test user, run the sanitizer build's unit tests, fuzz the mediator's
 # parsers for a bounded time (A3S_FUZZ_SECONDS, default 60; 0 skips), then every test
 # with ctest (its summary line is the last thing printed). Each step says what it does
-# and how long it usually takes (2 vCPUs; a first run builds three trees: ~15 minutes).
+# and how long it usually takes (2 vCPUs; a first run builds three trees: 25 to 35
+# minutes in all).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 # "first time" when the build tree has not been configured yet.
@@ -67,5 +68,5 @@ build=${A3S_BUILD_DIR:-$here/build}
 echo "== full suite ($build)"
 echo "   building: $(first "$build" "seconds when little changed" "first time, about 1 to 2 minutes")"
 "$here/scripts/build.sh"
-echo "   running $(ctest --test-dir "$build" -N "$@" | sed -n 's/^Total Tests: //p') tests, 2 at a time (the whole suite usually takes about 7 minutes; the CLI specs run as root and as a3s-test)"
+echo "   running $(ctest --test-dir "$build" -N "$@" | sed -n 's/^Total Tests: //p') tests, 2 at a time (the whole suite takes 15 to 25 minutes on 2 vCPUs, most of it the race specs; the CLI specs run as root and as a3s-test)"
 exec ctest --test-dir "$build" --output-on-failure -j 2 "$@"

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aliases.h"
 #include "runtime.h"
 #include "wspath.h"
 
@@ -240,6 +241,15 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx)
     }
     case A3S_FACT_PASSES:
         return x->has == (a3s_wspath_passes_within(x->arg, x->arg + strlen(x->arg) + 1) == 1);
+    case A3S_FACT_ALIASES: {
+        char *out;
+        size_t len;
+        if (a3s_aliases_of(x->arg, NULL, &out, &len) < 0)
+            return false;
+        bool ok = same(x, true, out ? out : "", len);
+        free(out);
+        return ok;
+    }
     case A3S_FACT_EXPOSABLE: {
         bool has = a3s_facts_exposable(x->arg, buf, sizeof buf);
         return same(x, has, buf, has ? strlen(buf) : 0);
@@ -366,6 +376,7 @@ a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len)
         case A3S_FACT_EXISTS: case A3S_FACT_IS_DIR: case A3S_FACT_REALPATH:
         case A3S_FACT_GLOB: case A3S_FACT_PATHDIR: case A3S_FACT_FILE: case A3S_FACT_EXPOSABLE:
         case A3S_FACT_PASSES:
+        case A3S_FACT_ALIASES:
             break;
         default:
             goto bad;

@@ -1,9 +1,10 @@
 /* What a policy may ask of the host: the a3s.host queries (exists, is_dir, realpath,
- * exposable, glob_prefix) and ctx, the read-only facts (roots, platform, environment,
- * the PATH directories). On a neutral host (a3s_policy_ctx.neutral) every query answers
- * "absent" and ctx has no environment and no PATH directories, so no fact of the real
- * host can reach the plan. */
+ * exposable, passes_through, aliases, glob_prefix) and ctx, the read-only facts (roots,
+ * platform, environment, the PATH directories). On a neutral host (a3s_policy_ctx.neutral)
+ * every query answers "absent" (no aliases, no entries) and ctx has no environment and no
+ * PATH directories, so no fact of the real host can reach the plan. */
 #include "runtime.h"
+#include "aliases.h"
 #include "facts.h"
 #include "wspath.h"
 
@@ -116,6 +117,33 @@ static int h_passes_through(lua_State *L)
         free(arg);
     }
     lua_pushboolean(L, has);
+    return 1;
+}
+
+/* a3s.host.aliases(path) -> sorted { path, ... }: the other paths where the mount table
+ * shows path (an existing absolute path, canonical) or a part of it again (a bind mount
+ * of it or of a directory holding it, or of a directory inside it); {} when none or when
+ * path does not exist. An unreadable mount table is an error: what is exposed under
+ * another name cannot be known. [-1, +1, v] */
+static int h_aliases(lua_State *L)
+{
+    const char *p = a3s_lua_state_check_abs(L, 1);
+    rt *r = a3s_rt_get(L);
+    lua_newtable(L);
+    if (r->ctx->neutral)
+        return 1;
+    char *out = NULL;
+    size_t len = 0;
+    if (a3s_aliases_of(p, NULL, &out, &len) < 0)
+        return luaL_error(L, "a3s.host.aliases: cannot read the mount table: %s",
+                          strerror(errno));
+    a3s_facts_add(r->facts, A3S_FACT_ALIASES, p, strlen(p), out ? out : "", len, true);
+    lua_Integer i = 0;
+    for (size_t at = 0; at < len; at += strlen(out + at) + 1) {
+        lua_pushstring(L, out + at);
+        lua_rawseti(L, -2, ++i);
+    }
+    free(out);
     return 1;
 }
 
@@ -330,6 +358,7 @@ void a3s_host_query_push_lib(lua_State *L)
         {"realpath", h_realpath},
         {"exposable", h_exposable},
         {"passes_through", h_passes_through},
+        {"aliases", h_aliases},
         {"glob_prefix", h_glob_prefix},
         {NULL, NULL},
     };

@@ -5,7 +5,7 @@ local path = require "lib.path"
 
 local M = {}
 
--- Home-relative credential files and directories (the original's 33 entries).
+-- Home-relative credential files and directories (the original's 33 entries, then three).
 M.home_relative = {
   ".ssh",
   ".gnupg",
@@ -40,6 +40,10 @@ M.home_relative = {
   ".password-store",
   ".a3s/os-auth.json",
   "Library/Keychains",
+  -- Beyond the original's list: Gradle's and Maven's credential stores.
+  ".gradle/gradle.properties",
+  ".m2/settings.xml",
+  ".m2/settings-security.xml",
 }
 
 -- Files below a directory named by an environment variable.
@@ -51,6 +55,19 @@ M.env_files = {
   { var = "A3S_KIMI_HOME", file = "credentials/kimi-code.json" },
   { var = "KIMI_CODE_HOME", file = "credentials/kimi-code.json" },
   { var = "KIMI_SHARE_DIR", file = "credentials/kimi-code.json" },
+  -- Gradle's credential store, in a home that baseline may re-expose as a toolchain root.
+  { var = "GRADLE_USER_HOME", file = "gradle.properties" },
+}
+
+-- Credential files named by an environment variable themselves (KUBECONFIG: a list of
+-- them, separated by ':').
+M.env_named_files = {
+  "AWS_SHARED_CREDENTIALS_FILE",
+  "AWS_CONFIG_FILE",
+  "GOOGLE_APPLICATION_CREDENTIALS",
+  "NPM_CONFIG_USERCONFIG",
+  "NETRC",
+  "KUBECONFIG",
 }
 
 -- Whole directories named by an environment variable.
@@ -59,6 +76,11 @@ M.env_dirs = {
   "KIMI_DESKTOP_HOME",
   "WORKBUDDY_CONFIG_DIR",
   "CODEBUDDY_CONFIG_DIR",
+  "DOCKER_CONFIG",
+  "GNUPGHOME",
+  "GH_CONFIG_DIR",
+  "AZURE_CONFIG_DIR",
+  "CLOUDSDK_CONFIG",
 }
 
 -- Workspace-relative secret files. The original's `.env`, `.env.local`,
@@ -75,14 +97,23 @@ M.workspace_relative = {
   ".claude.json",
 }
 
--- The directory an environment value names, as a clean absolute path: only for a
--- non-empty absolute value; ".." is resolved on the host (nil when it does not exist).
-local function env_dir(env, var)
-  local v = env[var]
-  if type(v) ~= "string" or v:sub(1, 1) ~= "/" then
+-- The path an environment value names, as a clean absolute path: nil for an unset
+-- or empty value; ".." is resolved on the host, and where it cannot be (nothing there, or
+-- a resolution the host cannot finish) the value comes back as it is spelled, for the
+-- caller to check where it leads. A relative value is an error: tools resolve it against
+-- their own working directory (the workspace, inside the sandbox), so no one path can
+-- be masked for it.
+local function env_dir(env, var, value)
+  local v = value or env[var]
+  if type(v) ~= "string" or v == "" then
     return nil
   end
-  return path.clean(v) or a3s.host.realpath(v)
+  if v:sub(1, 1) ~= "/" then
+    error(("the credential variable %s is a relative path (%s): tools resolve it against"
+      .. " their working directory, so it cannot be masked: set it to an absolute path"
+      .. " or unset it"):format(var, v), 0)
+  end
+  return path.clean(v) or a3s.host.realpath(v) or v
 end
 
 -- The env-configured credential paths for this host environment (a list of clean
@@ -103,6 +134,16 @@ function M.env_configured(env)
     if dir then
       out[#out + 1] = dir
       spelled[#out] = env[var]
+    end
+  end
+  for _, var in ipairs(M.env_named_files) do
+    local v = env[var]
+    for entry in (type(v) == "string" and v or ""):gmatch(var == "KUBECONFIG" and "[^:]+" or ".+") do
+      local file = env_dir(env, var, entry)
+      if file then
+        out[#out + 1] = file
+        spelled[#out] = entry
+      end
     end
   end
   return out, spelled

@@ -204,4 +204,39 @@ for spelled in "$ws/link" "$ws/outlink" "$ws/a/../real" "$out/L/c" "$out/L/../..
 done
 rm -rf "$ws/real" "$ws/decoy" "$ws/link" "$ws/outlink" "$ws/a" "$ws/hop" "$out/L"
 
+
+# Credential files and directories named by other tools' variables: masked where they are
+# (outside /tmp and the hidden roots, which hide them anyway: under /mnt as root). And
+# Gradle's store in a GRADLE_USER_HOME that is re-exposed as a toolchain root.
+gt="gradle-secret-$(rnd)"
+gh=$(mktemp -d "$HOME/.a3s-spec-gradle-XXXXXX") || exit 1
+echo "$gh" >>"$_tmp_list"
+printf 'gradle.publish.secret=%s\n' "$gt" >"$gh/gradle.properties"
+mkdir -p "$gh/caches"
+chmod 0755 "$gh"
+chmod 0644 "$gh/gradle.properties"
+GRADLE_USER_HOME=$gh run_cli -w "$ws" -c "ls $gh; cat $gh/gradle.properties"
+check "GRADLE_USER_HOME (re-exposed): the run runs, the root is there" contains "$OUT" caches
+check "... its gradle.properties is not read" not_contains "$(both)" "$gt"
+if [ "$(id -u)" -eq 0 ]; then
+  cr=$(mktemp -d /mnt/a3s-spec-creds-XXXXXX) || exit 1
+  echo "$cr" >>"$_tmp_list"
+  chmod 0755 "$cr"
+  vt="var-secret-$(rnd)"
+  for f in aws-credentials aws-config gcloud.json npmrc netrc kube1 kube2; do
+    printf '%s-%s\n' "$vt" "$f" >"$cr/$f"
+  done
+  for d in docker gnupg gh azure gcloud; do
+    mkdir "$cr/$d" && printf '%s-%s\n' "$vt" "$d" >"$cr/$d/secret"
+  done
+  AWS_SHARED_CREDENTIALS_FILE=$cr/aws-credentials AWS_CONFIG_FILE=$cr/aws-config \
+    GOOGLE_APPLICATION_CREDENTIALS=$cr/gcloud.json NPM_CONFIG_USERCONFIG=$cr/npmrc \
+    NETRC=$cr/netrc KUBECONFIG=$cr/kube1:$cr/kube2 DOCKER_CONFIG=$cr/docker \
+    GNUPGHOME=$cr/gnupg GH_CONFIG_DIR=$cr/gh AZURE_CONFIG_DIR=$cr/azure \
+    CLOUDSDK_CONFIG=$cr/gcloud run_cli -w "$ws" -c "ls $cr; cat $cr/* $cr/*/secret; true"
+  check "credential variables of other tools: the run runs, the directory is there" \
+    contains "$OUT" kube2
+  check "... none of the files they name is read" not_contains "$(both)" "$vt"
+fi
+
 finish

@@ -9,7 +9,7 @@ local lu, sandbox, sh = H.lu, H.sandbox, H.sh
 local function tmpdir() return H.tmpdir("digest") end
 
 local VECTORS = {
-  baseline = "8525b171a14e8c36437c5454c71a717aa8097c4d0162ec581373970d08e9cff1",
+  baseline = "658714c41b596ab93412448859e41f2563a139f52a5a105128b0de545ea188fd",
 }
 
 local function digest(policy, ws)

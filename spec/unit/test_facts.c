@@ -18,6 +18,7 @@ static a3s_policy_facts *sample(void)
     a3s_facts_add(f, A3S_FACT_EXISTS, "/nowhere", 8, NULL, 0, false);
     a3s_facts_add(f, A3S_FACT_REALPATH, "/tmp", 4, "/tmp", 4, true);
     a3s_facts_add(f, A3S_FACT_FILE, "/p/empty.lua", 12, "", 0, true);
+    a3s_facts_add(f, A3S_FACT_ALIASES, "/srv/ws", 7, "/mnt/a\0/mnt/b\0", 14, true);
     return f;
 }
 

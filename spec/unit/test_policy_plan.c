@@ -103,7 +103,7 @@ static void test_baseline(void)
         if (p->fs[i].kind == A3S_FS_MASK && a3s_path_within(p->fs[i].path, home) &&
             strcmp(p->fs[i].path, home) != 0)
             nhome++;
-    ok(nhome == 33, "all 33 home-relative credentials masked (%zu)", nhome);
+    ok(nhome == 36, "all 36 home-relative credentials masked (%zu)", nhome);
     sub(x, base_dir, "codex/auth.json"); /* CODEX_HOME had a trailing '/' */
     r = find_fs(p, A3S_FS_MASK, x);
     ok(r && r->discovered, "env-configured credential masked (discovered): %s", x);

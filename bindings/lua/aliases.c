@@ -1,0 +1,283 @@
+/* Other names of a host directory, from the mount table (aliases.h).
+ *
+ * Each mountinfo line gives a mount's device, the path of its root inside that
+ * filesystem, and where it is mounted. The mount holding `path` tells where `path` is
+ * inside its filesystem; every other mount of the same filesystem whose root lies above
+ * that place shows `path` again under its own mount point, and every one whose root lies
+ * below it shows a part of `path`. Each candidate is checked with stat (same device and
+ * inode as what it should show), so a mount covered by another one is not named.
+ * Linux only: elsewhere (macOS) there is no mount table of this kind and no bind mount
+ * without an explicit nullfs, and every path has no aliases. */
+#include "aliases.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#ifdef __linux__
+#include <sys/sysmacros.h>
+#endif
+#include <unistd.h>
+
+#include "util.h"
+
+#ifdef __linux__
+
+typedef struct mnt {
+    dev_t dev;
+    char *root, *point; /* unescaped, inside the mount table's buffer */
+} mnt;
+
+/* The mount table's text, whole. NULL with errno. */
+static char *read_table(const char *file, size_t *n)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 16384, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (len + 1 >= cap) {
+            char *g = realloc(buf, cap * 2);
+            if (!g) {
+                free(buf);
+                buf = NULL;
+                errno = ENOMEM;
+                break;
+            }
+            buf = g;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            buf = NULL;
+            errno = e;
+            break;
+        }
+        if (r == 0) {
+            buf[len] = '\0';
+            *n = len;
+            break;
+        }
+        len += (size_t)r;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return buf;
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo: undone in place. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+            p[3] >= '0' && p[3] <= '7') {
+            *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+            p += 3;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+}
+
+/* Splits the table into mounts (pointing into buf). -1 with errno on ENOMEM or a line
+ * that is not a mountinfo line (EINVAL: nothing can be concluded from it). */
+static int parse(char *buf, mnt **out, size_t *n)
+{
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char *f[5], *save = NULL, *s = line;
+        int k = 0;
+        for (; k < 5 && (f[k] = strtok_r(s, " ", &save)) != NULL; k++)
+            s = NULL;
+        unsigned maj, min;
+        if (k < 5 || sscanf(f[2], "%u:%u", &maj, &min) != 2 || f[3][0] != '/' ||
+            f[4][0] != '/') {
+            free(*out);
+            *out = NULL;
+            errno = EINVAL;
+            return -1;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            mnt *g = realloc(*out, cap * sizeof *g);
+            if (!g) {
+                free(*out);
+                *out = NULL;
+                errno = ENOMEM;
+                return -1;
+            }
+            *out = g;
+        }
+        unescape(f[3]);
+        unescape(f[4]);
+        (*out)[(*n)++] = (mnt){makedev(maj, min), f[3], f[4]};
+        line = next;
+    }
+    return 0;
+}
+
+/* base joined with the part of p below prefix (p within prefix). NULL on ENOMEM. */
+static char *rebase(const char *base, const char *p, const char *prefix)
+{
+    const char *rest = strcmp(prefix, "/") == 0 ? p : p + strlen(prefix);
+    if (*rest == '/')
+        rest++;
+    size_t bl = strlen(base), rl = strlen(rest);
+    char *o = malloc(bl + rl + 2);
+    if (!o)
+        return NULL;
+    memcpy(o, base, bl);
+    size_t at = bl;
+    if (rl) {
+        if (at == 0 || o[at - 1] != '/')
+            o[at++] = '/';
+        memcpy(o + at, rest, rl);
+        at += rl;
+    }
+    o[at] = '\0';
+    if (at == 0)
+        strcpy(o, "/");
+    return o;
+}
+
+static bool same_file(const char *a, const struct stat *b)
+{
+    struct stat st;
+    return stat(a, &st) == 0 && st.st_dev == b->st_dev && st.st_ino == b->st_ino;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    struct stat pst;
+    if (path[0] != '/' || stat(path, &pst) < 0)
+        return 0; /* nothing there: nothing to show elsewhere */
+    size_t tn = 0;
+    char *table = read_table(mountinfo ? mountinfo : "/proc/self/mountinfo", &tn);
+    if (!table)
+        return -1;
+    mnt *m = NULL;
+    size_t n = 0;
+    a3s_strv found = {0};
+    int rc = -1;
+    if (parse(table, &m, &n) < 0)
+        goto out;
+    /* The mount holding path: the deepest mount point above it, the last one listed
+     * there (the one on top). */
+    const mnt *home = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (a3s_path_within(path, m[i].point) &&
+            (!home || strlen(m[i].point) >= strlen(home->point)))
+            home = &m[i];
+    if (!home) {
+        errno = EINVAL;
+        goto out;
+    }
+    char *fs_path = rebase(home->root, path, home->point); /* path inside its filesystem */
+    if (!fs_path)
+        goto out;
+    bool oom = false;
+    for (size_t i = 0; i < n && !oom; i++) {
+        const mnt *e = &m[i];
+        if (e->dev != home->dev || a3s_path_within(e->point, path))
+            continue;
+        char *alias = NULL;
+        if (a3s_path_within(fs_path, e->root)) {
+            /* This mount shows path itself. */
+            alias = rebase(e->point, fs_path, e->root);
+            if (!alias) {
+                oom = true;
+                break;
+            }
+            if (strcmp(alias, path) == 0 || a3s_path_within(alias, path) ||
+                !same_file(alias, &pst)) {
+                free(alias);
+                continue;
+            }
+        } else if (a3s_path_within(e->root, fs_path)) {
+            /* This mount shows a part of path. Where that part cannot be examined under
+             * path, the mount is named anyway: only the same filesystem is hidden. */
+            char *inner = rebase(path, e->root, fs_path);
+            struct stat ist;
+            if (!inner) {
+                oom = true;
+                break;
+            }
+            bool known = stat(inner, &ist) == 0;
+            free(inner);
+            if (known && !same_file(e->point, &ist))
+                continue;
+            if (!(alias = a3s_strdup(e->point))) {
+                oom = true;
+                break;
+            }
+        } else {
+            continue;
+        }
+        oom = a3s_strv_push(&found, alias) < 0;
+        free(alias);
+    }
+    free(fs_path);
+    if (oom) {
+        errno = ENOMEM;
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc == 0 && found.n) {
+        qsort(found.v, found.n, sizeof *found.v, cmp_str);
+        a3s_sbuf b = {0};
+        for (size_t i = 0; i < found.n; i++)
+            if (i == 0 || strcmp(found.v[i], found.v[i - 1]) != 0)
+                a3s_sbuf_add(&b, found.v[i], strlen(found.v[i]) + 1);
+        if (b.failed) {
+            free(b.s);
+            errno = ENOMEM;
+            rc = -1;
+        } else {
+            *out = b.s;
+            *len = b.n;
+        }
+    }
+    int e = errno;
+    a3s_strv_free(&found);
+    free(m);
+    free(table);
+    errno = e;
+    return rc;
+}
+
+#else
+
+int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len)
+{
+    (void)path;
+    (void)mountinfo;
+    *out = NULL;
+    *len = 0;
+    return 0;
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* Other names of a host directory: where the mount table shows the same files under
+ * another path (a bind mount of the workspace, of a home, of a directory holding either,
+ * or of a directory inside one of them). The host root is visible read-only in the
+ * sandbox, so whatever a plan hides or masks by path is still readable under such a name
+ * unless the plan hides that too. Internal to bindings/lua (the a3s.host.aliases query
+ * and its fact). */
+#ifndef A3S_ALIASES_H
+#define A3S_ALIASES_H
+
+#include <stddef.h>
+
+/* The aliases of the existing absolute `path` (canonical: no link, no "."/".."), read
+ * from mountinfo (a NULL mountinfo reads /proc/self/mountinfo): each path other than
+ * `path` and outside it where the same directory or file, or a part of it, is mounted
+ * and reachable now (its device and inode checked with stat, so a mount hidden under
+ * another is not named). Sorted, without duplicates, as "a NUL b NUL ... NUL" in *out
+ * (NULL, length 0 when none; free it). 0, or -1 with errno: the mount table could not be
+ * read (the caller cannot know what is exposed: it must refuse), ENOMEM. A path that does
+ * not exist has no aliases. */
+int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len);
+
+#endif

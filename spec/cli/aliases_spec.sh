@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The same files under another name, and credential variables that name no one path.
+#
+# The host root is visible read-only in the sandbox, so what the policy hides or masks by
+# path must not be readable through another mount of it: a bind mount of the workspace
+# (its .env), of a directory inside it, of a hidden home; and a credential variable that
+# names the workspace's files through such a mount is refused (its mask would cover the
+# other name only). These checks need mounts: as root they run in a private mount
+# namespace of their own (nothing is left on the host), with the CLI run as root and as
+# a3s-test. In the unprivileged mode only the checks without mounts run:
+#   - a relative credential variable (CARGO_HOME=rel: tools resolve it against their own
+#     directory, the workspace inside) is refused, not silently left unmasked;
+#   - a credential spelled with ".." through the workspace whose resolution the host's
+#     realpath cannot finish (a chain of links longer than PATH_MAX, which the kernel
+#     follows) is refused, not silently left unmasked.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+
+rnd() { head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+both() { printf '%s\n%s' "$OUT" "$ERR"; }
+
+# --- a relative credential variable ---------------------------------------------------
+ws=$(tmpdir)
+tok="relative-token-$(rnd)"
+mkdir -p "$ws/rel"
+printf 'token = "%s"\n' "$tok" >"$ws/rel/credentials.toml"
+cd "$ws" || exit 1
+CARGO_HOME=rel run_cli -c 'cat "$CARGO_HOME/credentials.toml" rel/credentials.toml'
+cd / || exit 1
+check "CARGO_HOME=rel (relative): refused (125)" eq "$RC" 125
+check "... saying why" contains "$ERR" "relative path"
+check "... nothing read" not_contains "$(both)" "$tok"
+CARGO_HOME="" run_cli -w "$ws" -- true
+check "an empty CARGO_HOME is no credential path: the run runs" eq "$RC" 0
+
+# --- ".." through the workspace that realpath cannot resolve --------------------------
+# sub -> d/d/.../d (14 names of 200 characters), whose last holds l -> e/e/.../e (14
+# more): sub/l/.. is e x 13 deep, a path of about 5600 characters that the kernel reaches
+# through two short links, and realpath(3) gives up on (ENAMETOOLONG).
+name() { printf "$1%.0s" $(seq 200); }
+D=$(name d) E=$(name e)
+chain_d=$D chain_e=$E
+for _ in $(seq 13); do chain_d+="/$D" chain_e+="/$E"; done
+(cd "$ws" && for _ in $(seq 14); do mkdir "$D" && cd "$D" || exit 1; done &&
+ for _ in $(seq 14); do mkdir "$E" && cd "$E" || exit 1; done && cd .. && mkdir codex &&
+ printf '{"token":"deep-%s"}' "$tok" >codex/auth.json) || fail "setup: the deep chain"
+(cd "$ws" && ln -s "$chain_d" sub && cd "$chain_d" && ln -s "$chain_e" l)
+deep="$ws/sub/l/../codex"
+check "setup: the kernel reaches the deep credential" contains "$(cat "$deep/auth.json")" "deep-$tok"
+CODEX_HOME="$deep" run_cli -w "$ws" -c 'cat "$CODEX_HOME/auth.json"'
+check "CODEX_HOME=WS/sub/l/../codex (unresolvable by realpath): refused (125)" eq "$RC" 125
+check "... saying why" contains "$ERR" "leads through the workspace"
+check "... nothing read" not_contains "$(both)" "deep-$tok"
+
+if [ "${A3S_UNPRIV:-0}" = 1 ] || [ "$(id -u)" -ne 0 ]; then
+  finish
+  exit
+fi
+
+# --- mounts: in a private mount namespace, as root and as a3s-test ---------------------
+id a3s-test >/dev/null 2>&1 || fail "user a3s-test is missing (scripts/test.sh creates it)"
+command -v unshare >/dev/null || fail "unshare is missing"
+secret="alias-secret-$(rnd)"
+tests=$(tmpdir)
+chmod 0755 "$tests"
+# The other names must be outside /tmp (a private tmpfs in the sandbox) and the hidden
+# roots, where the read-only host root shows them.
+mnt=$(mktemp -d /mnt/a3s-spec-aliases-XXXXXX) || exit 1
+echo "$mnt" >>"$_tmp_list"
+mkdir "$mnt/alias" "$mnt/alias-sub"
+chmod -R 0755 "$mnt"
+# One scenario per call, in a fresh mount namespace; prints "rc<TAB>stdout<TAB>stderr".
+# $1: root|a3s-test; $2: a shell script run there with $A3S, $T (the spec's temp dir) and
+# $M (where the other names are mounted) set.
+in_ns() {
+  local who=$1 script=$2
+  unshare --mount --propagation private bash -c "$script" _ "$who" "$A3S" "$tests" "$mnt" 2>&1
+}
+# In each script: as WHO, run the CLI ("cli ARGS...": prints its rc on the last line).
+prelude='who=$1 A3S=$2 T=$3 M=$4
+cli() { if [ "$who" = root ]; then "$A3S" "$@"; else runuser -u a3s-test -- "$A3S" "$@"; fi
+        echo "rc=$?"; }'
+
+for who in root a3s-test; do
+  W=$tests/$who-ws
+  mkdir -p "$W/sub" "$W/codex"
+  printf '%s' "$secret" >"$W/.env"
+  printf '%s' "$secret" >"$W/sub/.env.local"
+  printf '{"token":"%s"}' "$secret" >"$W/codex/auth.json"
+  [ "$who" = root ] || chown -R a3s-test: "$W"
+  cd /
+  # The workspace mounted again elsewhere: its .env is not readable there.
+  out=$(in_ns "$who" "$prelude
+    mount --bind \"\$T/$who-ws\" \"\$M/alias\" || exit 9
+    cli -w \"\$T/$who-ws\" -c \"cat .env; ls -A \$M/alias; cat \$M/alias/.env; true\"")
+  check "[$who] a bind mount of the workspace: the run runs" contains "$out" "rc=0"
+  check "[$who] ... its .env is read neither in the workspace nor under the other name" \
+    not_contains "$out" "$secret"
+  check "[$who] ... the other name shows nothing" not_contains "$out" "codex"
+  # A directory inside the workspace mounted elsewhere.
+  out=$(in_ns "$who" "$prelude
+    mount --bind \"\$T/$who-ws/sub\" \"\$M/alias-sub\" || exit 9
+    cli -w \"\$T/$who-ws\" -c \"ls -A \$M/alias-sub; cat \$M/alias-sub/.env.local; true\"")
+  check "[$who] a bind mount of a directory inside the workspace: the run runs" contains "$out" "rc=0"
+  check "[$who] ... its secret is not read under the other name" not_contains "$out" "$secret"
+  # A credential variable naming the workspace's files through the other name, either
+  # way round: refused (its mask would cover the other name only).
+  out=$(in_ns "$who" "$prelude
+    mount --bind \"\$T/$who-ws\" \"\$M/alias\" || exit 9
+    CODEX_HOME=\"\$M/alias/codex\" cli -w \"\$T/$who-ws\" -c 'cat codex/auth.json'
+    CODEX_HOME=\"\$T/$who-ws/codex\" cli -w \"\$M/alias\" -c 'cat codex/auth.json'")
+  check "[$who] CODEX_HOME under a mount of the workspace: refused (125)" \
+    eq "$(grep -c '^rc=125$' <<<"$out")" 2
+  check "[$who] ... both ways round, saying why" \
+    eq "$(grep -c 'in the workspace under another name' <<<"$out")" 2
+  check "[$who] ... nothing read" not_contains "$out" "$secret"
+  out=$(in_ns "$who" "$prelude
+    mount --bind \"\$T/$who-ws/codex\" \"\$M/alias-sub\" || exit 9
+    CODEX_HOME=\"\$M/alias-sub\" cli -w \"\$T/$who-ws\" -c 'cat codex/auth.json'")
+  check "[$who] CODEX_HOME a mount of a directory inside the workspace: refused (125)" \
+    contains "$out" "rc=125"
+  check "[$who] ... nothing read" not_contains "$out" "$secret"
+  rm -rf "$W"
+done
+
+# A hidden home mounted elsewhere: a3s-test's home, under a bind mount of /home.
+home=$(getent passwd a3s-test | cut -d: -f6)
+canary="$home/.a3s-alias-canary-$(rnd)"
+printf '%s' "$secret" >"$canary"
+chown a3s-test: "$canary"
+chmod 0600 "$canary"
+W=$tests/home-ws
+mkdir -p "$W" && chown a3s-test: "$W"
+out=$(in_ns a3s-test "$prelude
+  mount --bind \"\$(dirname \"$home\")\" \"\$M/alias\" || exit 9
+  cli -w \"\$T/home-ws\" -c \"cat \$M/alias/*/.a3s-alias-canary-*; ls -A \$M/alias\"")
+rm -f "$canary"
+check "[a3s-test] a bind mount of /home: the run runs" contains "$out" "rc=0"
+check "[a3s-test] ... the home's files are not read under the other name" not_contains "$out" "$secret"
+
+# A session: a mount made after it started is hidden from its next command (what the
+# evaluation read of the mount table is checked before each command).
+W=$tests/sess-ws
+mkdir -p "$W"
+printf '%s' "$secret" >"$W/.env"
+out=$(in_ns root "$prelude
+  cd \"\$T/sess-ws\" || exit 9
+  id=\$(\"\$A3S\" session start --owner \$\$) || exit 9
+  mount --bind \"\$T/sess-ws\" \"\$M/alias\" || exit 9
+  \"\$A3S\" session exec \"\$id\" -- cat \"\$M/alias/.env\"; echo rc=\$?
+  \"\$A3S\" session stop \"\$id\"")
+check "a session: a mount of its workspace made between commands is hidden from the next" \
+  not_contains "$out" "$secret"
+check "... (the command ran: cat found nothing there)" contains "$out" "No such file"
+
+finish
