@@ -34,9 +34,10 @@ end
 -- (a bind mount). The host root is visible read-only, so these are hidden below, and a
 -- credential found there lies in the workspace.
 local workspace_aliases = host.aliases(ctx.workspace)
-local function in_workspace_alias(p)
+-- The other name of the workspace that p (a path as spelled) lies in or passes through.
+local function workspace_alias_of(p)
   for _, a in ipairs(workspace_aliases) do
-    if path.within(p, a) then
+    if path.within(path.clean(p) or p, a) or host.passes_through(p, a) then
       return a
     end
   end
@@ -46,24 +47,25 @@ end
 -- A credential's mask goes to the canonical path. Where the path is not canonical (a
 -- symlink, a "..") and it or its target lies in the workspace, a command there could
 -- re-point a link or rename a directory on its way between runs, and the next run would
--- mask a decoy or nothing: such a run is refused. So is one that lies in the workspace
--- under another name (a mount of it): its mask would cover that name only, and the
--- command would read it through the workspace. (spelled: the environment's own text.)
+-- mask a decoy or nothing: such a run is refused. So is one that lies in the workspace,
+-- or leads through it, under another name (a mount of it): its mask would cover that
+-- name only, and the command would read it, or re-point it, through the workspace.
+-- (spelled: the environment's own text.)
 local function credential_target(p, spelled)
   local link, real = symlinked(p)
   local text = spelled or p
   local lexically_in = text == ctx.workspace or text:sub(1, #ctx.workspace + 1) == ctx.workspace .. "/"
-  local alias = in_workspace_alias(real or p)
+  local alias = workspace_alias_of(real or p) or workspace_alias_of(text)
   if alias and not path.within(real or p, ctx.workspace) then
-    error(("the credential path %s lies in the workspace under another name (%s shows"
-      .. " the workspace, or a directory inside it, again): name it by its path in the"
-      .. " workspace"):format(text, alias), 0)
+    error(("the credential path %s lies in or leads through the workspace under another"
+      .. " name (%s shows the workspace, or a directory inside it, again): name it by its"
+      .. " path in the workspace"):format(text, alias), 0)
   end
   if (link or path.clean(text) ~= p) and (lexically_in or path.within(real or p, ctx.workspace)
       or host.passes_through(text, ctx.workspace)) then
     error(("the credential path %s is not canonical (a symbolic link or '..' on its way, to"
-      .. " %s) and leads through the workspace, where a command could change where it"
-      .. " resolves: name it by its canonical path"):format(
+      .. " %s) and leads through the workspace (or cannot be followed to its end), where a"
+      .. " command could change where it resolves: name it by its canonical path"):format(
       text, real or p), 0)
   end
   return link, real
@@ -145,10 +147,19 @@ end
 -- ★ The same files under another name: another mount of the workspace, of a hidden
 -- directory, or of a directory inside one (a bind mount of /home at /data/home, of the
 -- workspace at /mnt/ws) shows them again through the read-only host root, secrets and
--- all. Those names are hidden too (a file mounted alone is masked).
-local function hide_aliases(aliases)
+-- all. Those names are hidden too (a file mounted alone is masked); except, for the
+-- hidden directories, a PATH directory or toolchain root that is such a name: re-exposed
+-- below, as it would be under its first name.
+local toolchain_roots = toolchains.roots(ctx)
+local reexposed = {}
+for _, list in ipairs({ ctx.path_dirs, toolchain_roots }) do
+  for _, dir in ipairs(list) do
+    reexposed[dir] = true
+  end
+end
+local function hide_aliases(aliases, keep)
   for _, a in ipairs(aliases) do
-    if a ~= "/" and not plan:rule_kind(a) then
+    if a ~= "/" and not plan:rule_kind(a) and not (keep and keep[a]) then
       if host.is_dir(a) then
         plan:hide(a, { optional = true, discovered = true })
       else
@@ -161,8 +172,17 @@ hide_aliases(workspace_aliases)
 for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/tmp", "/var/tmp", "/run" }) do
   local real = host.realpath(p)
   if real and real ~= "/" then
-    hide_aliases(host.aliases(real))
+    hide_aliases(host.aliases(real), reexposed)
   end
+end
+-- A credential's mask, unless the path is hidden already (another name of a hidden
+-- directory, say), with its own other names hidden.
+local function mask_credential(p)
+  local kind = plan:rule_kind(p)
+  if kind ~= "hide" and kind ~= "mask" then
+    plan:mask(p, { optional = true, discovered = true })
+  end
+  hide_aliases(host.aliases(p))
 end
 
 -- ★ System secrets: unreadable and unwritable wherever they are visible.
@@ -193,7 +213,7 @@ for _, rel in ipairs(credentials.home_relative) do
   plan:mask(p, { optional = true })
   local link, real = credential_target(p)
   if link then
-    plan:mask(real, { optional = true, discovered = true })
+    mask_credential(real)
   end
 end
 -- Credentials named by the host environment ($CODEX_HOME/auth.json, $CARGO_HOME/...).
@@ -203,8 +223,7 @@ for i, p in ipairs(env_creds) do
   -- A spelling with ".." that does not resolve (nothing there) has nothing to mask; one
   -- leading through the workspace was refused above.
   if link or path.clean(p) then
-    plan:mask(link and real or p, { optional = true, discovered = true })
-    hide_aliases(host.aliases(link and real or p))
+    mask_credential(link and real or p)
   end
 end
 -- Secret files at the top of the workspace (`.env*` are found by the scan below).
@@ -227,7 +246,7 @@ for _, dir in ipairs(ctx.path_dirs) do
     plan:read_only(dir, { optional = true, discovered = true })
   end
 end
-for _, dir in ipairs(toolchains.roots(ctx)) do
+for _, dir in ipairs(toolchain_roots) do
   if reexposable(dir) then
     plan:read_only(dir, { optional = true, discovered = true })
   end

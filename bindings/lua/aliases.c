@@ -1,17 +1,19 @@
 /* Other names of a host directory, from the mount table (aliases.h).
  *
- * Each mountinfo line gives a mount's device, the path of its root inside that
- * filesystem, and where it is mounted. The mount holding `path` tells where `path` is
+ * Each mountinfo line gives a mount's id, device, the path of its root inside that
+ * filesystem, and where it is mounted. The mount on top at `path` tells where `path` is
  * inside its filesystem; every other mount of the same filesystem whose root lies above
  * that place shows `path` again under its own mount point, and every one whose root lies
- * below it shows a part of `path`. Each candidate is checked with stat (same device and
- * inode as what it should show), so a mount covered by another one is not named.
+ * below it shows a part of `path`. A mount counts only where it is reachable: the mount
+ * on top at its mount point is that very mount (statx's mount id), so a mount covered by
+ * another is not named, and nothing inside `path` (which a command may change) decides.
  * Linux only: elsewhere (macOS) there is no mount table of this kind and no bind mount
  * without an explicit nullfs, and every path has no aliases. */
 #include "aliases.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #ifdef __linux__
 
 typedef struct mnt {
+    uint64_t id;
     dev_t dev;
     char *root, *point; /* unescaped, inside the mount table's buffer */
 } mnt;
@@ -90,8 +93,10 @@ static void unescape(char *s)
     *o = '\0';
 }
 
-/* Splits the table into mounts (pointing into buf). -1 with errno on ENOMEM or a line
- * that is not a mountinfo line (EINVAL: nothing can be concluded from it). */
+/* Splits the table into mounts (pointing into buf). A mount whose root is no path (a
+ * namespace file bound somewhere: "net:[4026531833]") shows no directory and is left
+ * out. -1 with errno on ENOMEM or a line that is not a mountinfo line (EINVAL: nothing
+ * can be concluded from it). */
 static int parse(char *buf, mnt **out, size_t *n)
 {
     size_t cap = 0;
@@ -106,12 +111,17 @@ static int parse(char *buf, mnt **out, size_t *n)
         for (; k < 5 && (f[k] = strtok_r(s, " ", &save)) != NULL; k++)
             s = NULL;
         unsigned maj, min;
-        if (k < 5 || sscanf(f[2], "%u:%u", &maj, &min) != 2 || f[3][0] != '/' ||
-            f[4][0] != '/') {
+        unsigned long long id;
+        if (k < 5 || sscanf(f[0], "%llu", &id) != 1 ||
+            sscanf(f[2], "%u:%u", &maj, &min) != 2 || f[4][0] != '/') {
             free(*out);
             *out = NULL;
             errno = EINVAL;
             return -1;
+        }
+        if (f[3][0] != '/') {
+            line = next;
+            continue;
         }
         if (*n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -126,7 +136,7 @@ static int parse(char *buf, mnt **out, size_t *n)
         }
         unescape(f[3]);
         unescape(f[4]);
-        (*out)[(*n)++] = (mnt){makedev(maj, min), f[3], f[4]};
+        (*out)[(*n)++] = (mnt){(uint64_t)id, makedev(maj, min), f[3], f[4]};
         line = next;
     }
     return 0;
@@ -156,10 +166,17 @@ static char *rebase(const char *base, const char *p, const char *prefix)
     return o;
 }
 
-static bool same_file(const char *a, const struct stat *b)
+/* The id of the mount on top at path (statx, Linux 5.8; the kernel's stx_mnt_id, which
+ * this C library's struct statx still calls padding), or 0 when it cannot be had. */
+static uint64_t mount_id(const char *path, int flags)
 {
-    struct stat st;
-    return stat(a, &st) == 0 && st.st_dev == b->st_dev && st.st_ino == b->st_ino;
+    struct statx sx;
+    _Static_assert(sizeof sx >= 0x98, "struct statx holds stx_mnt_id at 0x90");
+    if (statx(AT_FDCWD, path, flags, STATX_MNT_ID, &sx) < 0 || !(sx.stx_mask & STATX_MNT_ID))
+        return 0;
+    uint64_t id;
+    memcpy(&id, (const char *)&sx + 0x90, sizeof id);
+    return id;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -184,10 +201,15 @@ int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *
     int rc = -1;
     if (parse(table, &m, &n) < 0)
         goto out;
-    /* The mount holding path: the deepest mount point above it, the last one listed
-     * there (the one on top). */
+    /* The mount holding path: the one on top there, by its id (a mount covered by
+     * another one at the same place or above it holds nothing anyone sees); without ids,
+     * the deepest mount point above it, the last one listed there. */
+    uint64_t pid = mount_id(path, 0);
     const mnt *home = NULL;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && pid; i++)
+        if (m[i].id == pid && a3s_path_within(path, m[i].point))
+            home = &m[i];
+    for (size_t i = 0; i < n && !home; i++)
         if (a3s_path_within(path, m[i].point) &&
             (!home || strlen(m[i].point) >= strlen(home->point)))
             home = &m[i];
@@ -201,42 +223,31 @@ int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *
     bool oom = false;
     for (size_t i = 0; i < n && !oom; i++) {
         const mnt *e = &m[i];
-        if (e->dev != home->dev || a3s_path_within(e->point, path))
+        if (e == home || e->dev != home->dev || a3s_path_within(e->point, path))
             continue;
-        char *alias = NULL;
-        if (a3s_path_within(fs_path, e->root)) {
-            /* This mount shows path itself. */
-            alias = rebase(e->point, fs_path, e->root);
-            if (!alias) {
-                oom = true;
-                break;
-            }
-            if (strcmp(alias, path) == 0 || a3s_path_within(alias, path) ||
-                !same_file(alias, &pst)) {
-                free(alias);
+        bool whole = a3s_path_within(fs_path, e->root), part = !whole &&
+                     a3s_path_within(e->root, fs_path);
+        if (!whole && !part)
+            continue;
+        /* Reachable: the mount on top at its mount point is this one. Nothing below path
+         * is looked at, so what a command changes in the workspace cannot hide a name
+         * (without ids: its mount point must at least be of the same filesystem). */
+        if (pid) {
+            if (mount_id(e->point, AT_SYMLINK_NOFOLLOW) != e->id)
                 continue;
-            }
-        } else if (a3s_path_within(e->root, fs_path)) {
-            /* This mount shows a part of path. Where that part cannot be examined under
-             * path, the mount is named anyway: only the same filesystem is hidden. */
-            char *inner = rebase(path, e->root, fs_path);
-            struct stat ist;
-            if (!inner) {
-                oom = true;
-                break;
-            }
-            bool known = stat(inner, &ist) == 0;
-            free(inner);
-            if (known && !same_file(e->point, &ist))
-                continue;
-            if (!(alias = a3s_strdup(e->point))) {
-                oom = true;
-                break;
-            }
         } else {
-            continue;
+            struct stat st;
+            if (lstat(e->point, &st) < 0 || st.st_dev != pst.st_dev)
+                continue;
         }
-        oom = a3s_strv_push(&found, alias) < 0;
+        /* whole: this mount shows path itself; part: a directory inside it. */
+        char *alias = whole ? rebase(e->point, fs_path, e->root) : a3s_strdup(e->point);
+        if (!alias) {
+            oom = true;
+            break;
+        }
+        if (!(whole && (strcmp(alias, path) == 0 || a3s_path_within(alias, path))))
+            oom = a3s_strv_push(&found, alias) < 0;
         free(alias);
     }
     free(fs_path);

@@ -12,11 +12,10 @@
 /* The aliases of the existing absolute `path` (canonical: no link, no "."/".."), read
  * from mountinfo (a NULL mountinfo reads /proc/self/mountinfo): each path other than
  * `path` and outside it where the same directory or file, or a part of it, is mounted
- * and reachable now (its device and inode checked with stat, so a mount hidden under
- * another is not named). Sorted, without duplicates, as "a NUL b NUL ... NUL" in *out
- * (NULL, length 0 when none; free it). 0, or -1 with errno: the mount table could not be
- * read (the caller cannot know what is exposed: it must refuse), ENOMEM. A path that does
- * not exist has no aliases. */
+ * and reachable now (no other mount on top at its mount point). Sorted, without
+ * duplicates, as "a NUL b NUL ... NUL" in *out (NULL, length 0 when none; free it). 0, or
+ * -1 with errno: the mount table could not be read or understood (the caller cannot know
+ * what is exposed: it must refuse), ENOMEM. A path that does not exist has no aliases. */
 int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len);
 
 #endif

@@ -57,7 +57,18 @@ M.env_files = {
   { var = "KIMI_SHARE_DIR", file = "credentials/kimi-code.json" },
   -- Gradle's credential store, in a home that baseline may re-expose as a toolchain root.
   { var = "GRADLE_USER_HOME", file = "gradle.properties" },
+  -- The home-relative ones below .config and .local/share, where XDG says they are.
+  { var = "XDG_CONFIG_HOME", file = "gh" },
+  { var = "XDG_CONFIG_HOME", file = "gcloud" },
+  { var = "XDG_CONFIG_HOME", file = "git/credentials" },
+  { var = "XDG_CONFIG_HOME", file = "opencode/auth.json" },
+  { var = "XDG_CONFIG_HOME", file = "kimi-desktop/daimon-share" },
+  { var = "XDG_DATA_HOME", file = "opencode/auth.json" },
+  { var = "XDG_DATA_HOME", file = "keyrings" },
 }
+
+-- Variables whose relative values tools ignore (the XDG base directories).
+M.relative_ignored = { XDG_CONFIG_HOME = true, XDG_DATA_HOME = true }
 
 -- Credential files named by an environment variable themselves (KUBECONFIG: a list of
 -- them, separated by ':').
@@ -67,6 +78,8 @@ M.env_named_files = {
   "GOOGLE_APPLICATION_CREDENTIALS",
   "NPM_CONFIG_USERCONFIG",
   "NETRC",
+  "PGPASSFILE",
+  "AWS_WEB_IDENTITY_TOKEN_FILE",
   "KUBECONFIG",
 }
 
@@ -109,6 +122,9 @@ local function env_dir(env, var, value)
     return nil
   end
   if v:sub(1, 1) ~= "/" then
+    if M.relative_ignored[var] then
+      return nil -- XDG: "a relative path ... should be considered invalid and ignored"
+    end
     error(("the credential variable %s is a relative path (%s): tools resolve it against"
       .. " their working directory, so it cannot be masked: set it to an absolute path"
       .. " or unset it"):format(var, v), 0)

@@ -77,8 +77,8 @@ in_ns() {
   unshare --mount --propagation private bash -c "$script" _ "$who" "$A3S" "$tests" "$mnt" 2>&1
 }
 # In each script: as WHO, run the CLI ("cli ARGS...": prints its rc on the last line).
-prelude='who=$1 A3S=$2 T=$3 M=$4
-cli() { if [ "$who" = root ]; then "$A3S" "$@"; else runuser -u a3s-test -- "$A3S" "$@"; fi
+prelude='who=$1 A3S=$2 T=$3 M=$4 RU=$(command -v runuser)
+cli() { if [ "$who" = root ]; then "$A3S" "$@"; else "$RU" -u a3s-test -- "$A3S" "$@"; fi
         echo "rc=$?"; }'
 
 for who in root a3s-test; do
@@ -112,7 +112,7 @@ for who in root a3s-test; do
   check "[$who] CODEX_HOME under a mount of the workspace: refused (125)" \
     eq "$(grep -c '^rc=125$' <<<"$out")" 2
   check "[$who] ... both ways round, saying why" \
-    eq "$(grep -c 'in the workspace under another name' <<<"$out")" 2
+    eq "$(grep -c 'the workspace under another name' <<<"$out")" 2
   check "[$who] ... nothing read" not_contains "$out" "$secret"
   out=$(in_ns "$who" "$prelude
     mount --bind \"\$T/$who-ws/codex\" \"\$M/alias-sub\" || exit 9
@@ -137,6 +137,78 @@ out=$(in_ns a3s-test "$prelude
 rm -f "$canary"
 check "[a3s-test] a bind mount of /home: the run runs" contains "$out" "rc=0"
 check "[a3s-test] ... the home's files are not read under the other name" not_contains "$out" "$secret"
+
+# A namespace file bound somewhere (ip netns, container runtimes) is in the mount table
+# too, and shows no directory: runs go on.
+W=$tests/plain-ws
+mkdir -p "$W"
+out=$(in_ns root "$prelude
+  touch \"\$M/nsfile\" && mount --bind /proc/self/ns/net \"\$M/nsfile\" || exit 9
+  cli -w \"\$T/plain-ws\" -c 'echo ran'")
+check "a namespace file mounted on the host: runs go on" contains "$out" "rc=0"
+rm -f "$mnt/nsfile"
+
+# The workspace's directory holds a mount that another one covers: the workspace is on
+# the mount on top, and its other names are found on that one's filesystem.
+out=$(in_ns root "$prelude
+  mkdir -p \"\$M/a/b\" && mount -t tmpfs lower \"\$M/a/b\" && mount -t tmpfs upper \"\$M/a\" &&
+  mkdir \"\$M/a/b\" && printf %s $secret >\"\$M/a/b/.env\" &&
+  mount --bind \"\$M/a\" \"\$M/alias\" || exit 9
+  cli -w \"\$M/a/b\" -c \"cat \$M/alias/b/.env; true\"")
+check "a workspace on a mount covering another: the run runs" contains "$out" "rc=0"
+check "... its .env is not read under the other name" not_contains "$out" "$secret"
+rm -rf "$mnt/a"
+
+# A credential variable spelled through another name of a workspace directory, to a link
+# there that points out: refused (a command could re-point the link for the next run).
+W=$tests/link-ws
+mkdir -p "$W/sub" "$mnt/creds"
+printf '%s' "$secret" >"$mnt/creds/kubeconfig"
+ln -s "$mnt/creds/kubeconfig" "$W/sub/kube"
+out=$(in_ns root "$prelude
+  mount --bind \"\$T/link-ws/sub\" \"\$M/alias-sub\" || exit 9
+  KUBECONFIG=\"\$M/alias-sub/kube\" cli -w \"\$T/link-ws\" -c 'cat sub/kube'")
+check "KUBECONFIG through a mount of a workspace directory to a link out: refused (125)" \
+  contains "$out" "rc=125"
+check "... saying why" contains "$out" "under another name"
+check "... nothing read" not_contains "$out" "$secret"
+
+# A home credential that is a link to a directory mounted again elsewhere: that name is
+# hidden too (a3s-test's ~/.a3s-spec-aws, standing for ~/.aws, is not in the lists: the
+# link is ~/.aws itself when the home has none).
+if [ ! -e "$home/.aws" ] && [ ! -L "$home/.aws" ]; then
+  mkdir -p "$mnt/creds/aws"
+  printf '%s' "$secret" >"$mnt/creds/aws/credentials"
+  chmod -R a+rX "$mnt/creds"
+  ln -s "$mnt/creds/aws" "$home/.aws"
+  out=$(in_ns a3s-test "$prelude
+    mount --bind \"\$M/creds\" \"\$M/alias\" || exit 9
+    cli -w \"\$T/home-ws\" -c \"cat \$M/alias/aws/credentials; true\"")
+  rm -f "$home/.aws"
+  check "[a3s-test] ~/.aws a link to a directory mounted elsewhere: the run runs" \
+    contains "$out" "rc=0"
+  check "... the credentials are not read under the other name" not_contains "$out" "$secret"
+else
+  fail "a3s-test's home has a .aws of its own: this check cannot run"
+fi
+
+# Other names of hidden directories that are also what the policy re-exposes: a PATH
+# directory bound from the home stays usable; a credential variable naming another name
+# of a directory in the home is no conflict (it is hidden already).
+tools=$(mktemp -d "$home/.a3s-spec-tools-XXXXXX") || exit 1
+echo "$tools" >>"$_tmp_list"
+mkdir -p "$tools/bin" "$tools/gpg" "$mnt/bin" "$mnt/gpg"
+printf '#!/bin/sh\necho TOOL-OK\n' >"$tools/bin/a3s-spec-tool"
+printf '%s' "$secret" >"$tools/gpg/secring"
+chmod -R a+rX "$tools" && chmod 0755 "$tools/bin/a3s-spec-tool" && chown -R a3s-test: "$tools"
+out=$(in_ns a3s-test "$prelude
+  mount --bind \"$tools/bin\" \"\$M/bin\" && mount --bind \"$tools/gpg\" \"\$M/gpg\" || exit 9
+  PATH=\"\$M/bin:/usr/bin:/bin\" GNUPGHOME=\"\$M/gpg\" cli -w \"\$T/home-ws\" \\
+    -c \"a3s-spec-tool; cat \$M/gpg/secring; true\"")
+check "[a3s-test] a PATH directory that is a mount of one in the home: still runs" \
+  contains "$out" "TOOL-OK"
+check "... GNUPGHOME another name of a directory in the home: no conflict" contains "$out" "rc=0"
+check "... and not read" not_contains "$out" "$secret"
 
 # A session: a mount made after it started is hidden from its next command (what the
 # evaluation read of the mount table is checked before each command).
