@@ -184,23 +184,62 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+struct a3s_mount_table {
+    char *text; /* the table's text, which the entries point into */
+    mnt *m;
+    size_t n;
+};
+
+a3s_mount_table *a3s_aliases_table(const char *mountinfo)
+{
+    a3s_mount_table *t = calloc(1, sizeof *t);
+    size_t tn = 0;
+    if (!t)
+        return NULL;
+    if (!(t->text = read_table(mountinfo ? mountinfo : "/proc/self/mountinfo", &tn)) ||
+        parse(t->text, &t->m, &t->n) < 0) {
+        int e = errno;
+        a3s_aliases_table_free(t);
+        errno = e;
+        return NULL;
+    }
+    return t;
+}
+
+void a3s_aliases_table_free(a3s_mount_table *t)
+{
+    if (!t)
+        return;
+    free(t->m);
+    free(t->text);
+    free(t);
+}
+
 int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    a3s_mount_table *t = a3s_aliases_table(mountinfo);
+    if (!t)
+        return -1;
+    int rc = a3s_aliases_in(t, path, out, len);
+    int e = errno;
+    a3s_aliases_table_free(t);
+    errno = e;
+    return rc;
+}
+
+int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
     struct stat pst;
     if (path[0] != '/' || stat(path, &pst) < 0)
         return 0; /* nothing there: nothing to show elsewhere */
-    size_t tn = 0;
-    char *table = read_table(mountinfo ? mountinfo : "/proc/self/mountinfo", &tn);
-    if (!table)
-        return -1;
-    mnt *m = NULL;
-    size_t n = 0;
+    const mnt *m = t->m;
+    size_t n = t->n;
     a3s_strv found = {0};
     int rc = -1;
-    if (parse(table, &m, &n) < 0)
-        goto out;
     /* The mount holding path: the one on top there, by its id (a mount covered by
      * another one at the same place or above it holds nothing anyone sees); without ids,
      * the deepest mount point above it, the last one listed there. */
@@ -274,13 +313,35 @@ out:
     }
     int e = errno;
     a3s_strv_free(&found);
-    free(m);
-    free(table);
     errno = e;
     return rc;
 }
 
 #else
+
+struct a3s_mount_table {
+    int unused;
+};
+
+a3s_mount_table *a3s_aliases_table(const char *mountinfo)
+{
+    (void)mountinfo;
+    return calloc(1, sizeof(a3s_mount_table));
+}
+
+void a3s_aliases_table_free(a3s_mount_table *t)
+{
+    free(t);
+}
+
+int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_t *len)
+{
+    (void)t;
+    (void)path;
+    *out = NULL;
+    *len = 0;
+    return 0;
+}
 
 int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len)
 {

@@ -18,4 +18,12 @@
  * what is exposed: it must refuse), ENOMEM. A path that does not exist has no aliases. */
 int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *len);
 
+/* The same from a mount table read once (one policy evaluation, one check of what it
+ * read, asks for many paths): a3s_aliases_table (NULL with errno), a3s_aliases_in (as
+ * a3s_aliases_of), a3s_aliases_table_free (NULL is fine). */
+typedef struct a3s_mount_table a3s_mount_table;
+a3s_mount_table *a3s_aliases_table(const char *mountinfo);
+int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_t *len);
+void a3s_aliases_table_free(a3s_mount_table *t);
+
 #endif

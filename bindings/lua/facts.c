@@ -226,7 +226,9 @@ static bool same(const fact *x, bool has, const char *ans, size_t nlen)
     return x->has == has && (!has || (x->nlen == nlen && (!nlen || !memcmp(x->ans, ans, nlen))));
 }
 
-static bool holds(const fact *x, const a3s_policy_ctx *ctx)
+/* mounts: the mount table, read at the first alias fact of a check (*mounts NULL until
+ * then; left NULL when it cannot be read, and the fact does not hold). */
+static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mounts)
 {
     struct stat st;
     char buf[PATH_MAX];
@@ -244,7 +246,9 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx)
     case A3S_FACT_ALIASES: {
         char *out;
         size_t len;
-        if (a3s_aliases_of(x->arg, NULL, &out, &len) < 0)
+        if (!*mounts && !(*mounts = a3s_aliases_table(NULL)))
+            return false;
+        if (a3s_aliases_in(*mounts, x->arg, &out, &len) < 0)
             return false;
         bool ok = same(x, true, out ? out : "", len);
         free(out);
@@ -289,12 +293,11 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
     if (!f || f->broken)
         return A3S_FACTS_POLICY; /* nothing known: as if all changed */
     int rc = A3S_FACTS_HOLD;
-    for (size_t i = 0; i < f->n; i++)
-        if (!holds(&f->v[i], ctx)) {
-            if (f->v[i].kind == A3S_FACT_FILE)
-                return A3S_FACTS_POLICY;
-            rc = A3S_FACTS_HOST;
-        }
+    a3s_mount_table *mounts = NULL;
+    for (size_t i = 0; i < f->n && rc != A3S_FACTS_POLICY; i++)
+        if (!holds(&f->v[i], ctx, &mounts))
+            rc = f->v[i].kind == A3S_FACT_FILE ? A3S_FACTS_POLICY : A3S_FACTS_HOST;
+    a3s_aliases_table_free(mounts);
     return rc;
 }
 

@@ -134,9 +134,12 @@ static int h_aliases(lua_State *L)
         return 1;
     char *out = NULL;
     size_t len = 0;
-    if (a3s_aliases_of(p, NULL, &out, &len) < 0)
+    /* One table for the whole evaluation: one consistent view, read once. */
+    if (!r->mounts && !(r->mounts = a3s_aliases_table(NULL)))
         return luaL_error(L, "a3s.host.aliases: cannot read the mount table: %s",
                           strerror(errno));
+    if (a3s_aliases_in(r->mounts, p, &out, &len) < 0)
+        return luaL_error(L, "a3s.host.aliases: out of memory");
     a3s_facts_add(r->facts, A3S_FACT_ALIASES, p, strlen(p), out ? out : "", len, true);
     lua_Integer i = 0;
     for (size_t at = 0; at < len; at += strlen(out + at) + 1) {

@@ -25,6 +25,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "aliases.h"
 #include "facts.h"
 #include "runtime.h"
 #include "util.h"
@@ -251,6 +252,7 @@ static a3s_plan *eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
         snprintf(msg, sizeof msg, "policy returned no plan");
 
     a3s_lua_state_close(L); /* no policy code runs after evaluation */
+    a3s_aliases_table_free(r.mounts);
 
     a3s_plan *p = r.result;
     if (msg[0]) {

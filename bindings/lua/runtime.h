@@ -32,6 +32,7 @@ typedef struct rt {
     const a3s_policy_ctx *ctx;
     a3s_plan *result; /* stolen from the returned draft */
     a3s_policy_facts *facts; /* what the evaluation reads is recorded here, or NULL */
+    struct a3s_mount_table *mounts; /* read at the first a3s.host.aliases, then kept */
 } rt;
 
 static inline rt *a3s_rt_get(lua_State *L)
