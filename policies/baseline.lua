@@ -34,6 +34,16 @@ end
 -- (a bind mount). The host root is visible read-only, so these are hidden below, and a
 -- credential found there lies in the workspace.
 local workspace_aliases = host.aliases(ctx.workspace)
+
+-- ★ A mount inside the workspace is refused: the command gets the workspace with every
+-- mount below it, writable, whatever that mount shows (a home, /etc), and it could move
+-- it where no later rule or hide finds it.
+local inner = host.mounts_below(ctx.workspace)
+if #inner > 0 then
+  error(("the workspace %s holds a mount point (%s%s): the command could reach, change or"
+    .. " move what it shows; unmount it or choose another workspace"):format(
+    ctx.workspace, inner[1], #inner > 1 and (" and %d more"):format(#inner - 1) or ""), 0)
+end
 -- The other name of the workspace that p (a path as spelled) lies in or passes through.
 local function workspace_alias_of(p)
   for _, a in ipairs(workspace_aliases) do
@@ -215,6 +225,9 @@ for _, rel in ipairs(credentials.home_relative) do
   if link then
     mask_credential(real)
   end
+  -- Under the home's other names too: a PATH directory or toolchain root re-exposed
+  -- there (~/.cargo/bin through a bind mount of the home) must not show them.
+  hide_aliases(host.aliases(p))
 end
 -- Credentials named by the host environment ($CODEX_HOME/auth.json, $CARGO_HOME/...).
 local env_creds, env_spelled = credentials.env_configured(ctx.env)

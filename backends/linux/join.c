@@ -53,6 +53,12 @@ int a3s_join_hold(bool with_net)
     struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/proc", AT_RECURSIVE, &ro, sizeof ro) < 0)
         return fail("making /proc read-only");
+    /* The session's view of the host is the one it started with: a mount the host makes
+     * later must not propagate in (it would arrive writable, and under names the
+     * session's plan never hid), here nor into any command copied from here. */
+    struct mount_attr priv = {.propagation = MS_PRIVATE};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
+        return fail("making the session's mounts private");
     for (int i = 0; i < n; i++)
         if ((fd[i] = open(name[i], O_RDONLY | O_CLOEXEC)) < 0) {
             fail(name[i]);

@@ -692,6 +692,12 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     if (rc == 0)
         rc = verify(&c, ops, n);
+    /* The view is complete: a mount the host makes from now on must not propagate in (it
+     * would arrive writable, under a name the plan never hid). */
+    struct mount_attr priv = {.propagation = MS_PRIVATE};
+    if (rc == 0 &&
+        syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
+        rc = fail("making the sandbox's mounts private: %s", strerror(errno));
     /* The command starts in the workspace mount (bwrap started in /). */
     if (rc == 0 && c.wsfd >= 0) {
         int d = openat(c.wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -184,6 +184,27 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The strings of v sorted, without duplicates, each NUL-ended, into *out (NULL, 0 when
+ * v is empty). 0, or -1 with ENOMEM. */
+static int join_sorted(a3s_strv *v, char **out, size_t *len)
+{
+    if (!v->n)
+        return 0;
+    qsort(v->v, v->n, sizeof *v->v, cmp_str);
+    a3s_sbuf b = {0};
+    for (size_t i = 0; i < v->n; i++)
+        if (i == 0 || strcmp(v->v[i], v->v[i - 1]) != 0)
+            a3s_sbuf_add(&b, v->v[i], strlen(v->v[i]) + 1);
+    if (b.failed) {
+        free(b.s);
+        errno = ENOMEM;
+        return -1;
+    }
+    *out = b.s;
+    *len = b.n;
+    return 0;
+}
+
 struct a3s_mount_table {
     char *text; /* the table's text, which the entries point into */
     mnt *m;
@@ -204,6 +225,23 @@ a3s_mount_table *a3s_aliases_table(const char *mountinfo)
         return NULL;
     }
     return t;
+}
+
+int a3s_aliases_below(const a3s_mount_table *t, const char *path, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    a3s_strv found = {0};
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->m[i].point, path) != 0 && a3s_path_within(t->m[i].point, path) &&
+            a3s_strv_push(&found, t->m[i].point) < 0) {
+            a3s_strv_free(&found);
+            errno = ENOMEM;
+            return -1;
+        }
+    int rc = join_sorted(&found, out, len);
+    a3s_strv_free(&found);
+    return rc;
 }
 
 void a3s_aliases_table_free(a3s_mount_table *t)
@@ -271,12 +309,15 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
         /* Reachable: the mount on top at its mount point is this one. Nothing below path
          * is looked at, so what a command changes in the workspace cannot hide a name
          * (without ids: its mount point must at least be of the same filesystem). */
+        /* A mount point that cannot be examined (a directory on the way the caller
+         * cannot search) counts as reachable: the command may be able to. */
         if (pid) {
-            if (mount_id(e->point, AT_SYMLINK_NOFOLLOW) != e->id)
+            uint64_t on_top = mount_id(e->point, AT_SYMLINK_NOFOLLOW);
+            if (on_top != 0 && on_top != e->id)
                 continue;
         } else {
             struct stat st;
-            if (lstat(e->point, &st) < 0 || st.st_dev != pst.st_dev)
+            if (lstat(e->point, &st) == 0 && st.st_dev != pst.st_dev)
                 continue;
         }
         /* whole: this mount shows path itself; part: a directory inside it. */
@@ -294,23 +335,8 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
         errno = ENOMEM;
         goto out;
     }
-    rc = 0;
+    rc = join_sorted(&found, out, len);
 out:
-    if (rc == 0 && found.n) {
-        qsort(found.v, found.n, sizeof *found.v, cmp_str);
-        a3s_sbuf b = {0};
-        for (size_t i = 0; i < found.n; i++)
-            if (i == 0 || strcmp(found.v[i], found.v[i - 1]) != 0)
-                a3s_sbuf_add(&b, found.v[i], strlen(found.v[i]) + 1);
-        if (b.failed) {
-            free(b.s);
-            errno = ENOMEM;
-            rc = -1;
-        } else {
-            *out = b.s;
-            *len = b.n;
-        }
-    }
     int e = errno;
     a3s_strv_free(&found);
     errno = e;
@@ -350,6 +376,11 @@ int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *
     *out = NULL;
     *len = 0;
     return 0;
+}
+
+int a3s_aliases_below(const a3s_mount_table *t, const char *path, char **out, size_t *len)
+{
+    return a3s_aliases_in(t, path, out, len);
 }
 
 #endif

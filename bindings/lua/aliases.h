@@ -24,6 +24,10 @@ int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *
 typedef struct a3s_mount_table a3s_mount_table;
 a3s_mount_table *a3s_aliases_table(const char *mountinfo);
 int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_t *len);
+/* The mount points strictly below path in the table, whatever they show and whether or
+ * not another mount covers them (nothing is examined: no answer depends on what a command
+ * can rename), in the same form. */
+int a3s_aliases_below(const a3s_mount_table *t, const char *path, char **out, size_t *len);
 void a3s_aliases_table_free(a3s_mount_table *t);
 
 #endif

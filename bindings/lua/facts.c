@@ -243,12 +243,14 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mo
     }
     case A3S_FACT_PASSES:
         return x->has == (a3s_wspath_passes_within(x->arg, x->arg + strlen(x->arg) + 1) == 1);
-    case A3S_FACT_ALIASES: {
+    case A3S_FACT_ALIASES:
+    case A3S_FACT_MOUNTS_BELOW: {
         char *out;
         size_t len;
         if (!*mounts && !(*mounts = a3s_aliases_table(NULL)))
             return false;
-        if (a3s_aliases_in(*mounts, x->arg, &out, &len) < 0)
+        if ((x->kind == A3S_FACT_ALIASES ? a3s_aliases_in : a3s_aliases_below)(
+                *mounts, x->arg, &out, &len) < 0)
             return false;
         bool ok = same(x, true, out ? out : "", len);
         free(out);
@@ -380,6 +382,7 @@ a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len)
         case A3S_FACT_GLOB: case A3S_FACT_PATHDIR: case A3S_FACT_FILE: case A3S_FACT_EXPOSABLE:
         case A3S_FACT_PASSES:
         case A3S_FACT_ALIASES:
+        case A3S_FACT_MOUNTS_BELOW:
             break;
         default:
             goto bad;

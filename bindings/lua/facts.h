@@ -21,6 +21,7 @@ enum {
     A3S_FACT_EXPOSABLE = 'x', /* arg: path; ans: canonical directory when has */
     A3S_FACT_PASSES = 'w',  /* arg: path NUL root; has: its resolution passes root */
     A3S_FACT_ALIASES = 'm', /* arg: path; ans: its aliases (aliases.h), each NUL-ended */
+    A3S_FACT_MOUNTS_BELOW = 'n', /* arg: path; ans: mount points below it, each NUL-ended */
 };
 
 /* The canonical directory `path` names, following a symbolic link only where the caller

@@ -1,5 +1,5 @@
 /* What a policy may ask of the host: the a3s.host queries (exists, is_dir, realpath,
- * exposable, passes_through, aliases, glob_prefix) and ctx, the read-only facts (roots,
+ * exposable, passes_through, aliases, mounts_below, glob_prefix) and ctx, the read-only facts (roots,
  * platform, environment, the PATH directories). On a neutral host (a3s_policy_ctx.neutral)
  * every query answers "absent" (no aliases, no entries) and ctx has no environment and no
  * PATH directories, so no fact of the real host can reach the plan. */
@@ -120,12 +120,11 @@ static int h_passes_through(lua_State *L)
     return 1;
 }
 
-/* a3s.host.aliases(path) -> sorted { path, ... }: the other paths where the mount table
- * shows path (an existing absolute path, canonical) or a part of it again (a bind mount
- * of it or of a directory holding it, or of a directory inside it); {} when none or when
- * path does not exist. An unreadable mount table is an error: what is exposed under
+/* A mount-table query (aliases.h) for path, recorded as a fact of `kind`: a sorted list,
+ * {} on a neutral host. An unreadable mount table is an error: what is exposed under
  * another name cannot be known. [-1, +1, v] */
-static int h_aliases(lua_State *L)
+static int mount_query(lua_State *L, char kind,
+                       int (*query)(const a3s_mount_table *, const char *, char **, size_t *))
 {
     const char *p = a3s_lua_state_check_abs(L, 1);
     rt *r = a3s_rt_get(L);
@@ -136,11 +135,10 @@ static int h_aliases(lua_State *L)
     size_t len = 0;
     /* One table for the whole evaluation: one consistent view, read once. */
     if (!r->mounts && !(r->mounts = a3s_aliases_table(NULL)))
-        return luaL_error(L, "a3s.host.aliases: cannot read the mount table: %s",
-                          strerror(errno));
-    if (a3s_aliases_in(r->mounts, p, &out, &len) < 0)
-        return luaL_error(L, "a3s.host.aliases: out of memory");
-    a3s_facts_add(r->facts, A3S_FACT_ALIASES, p, strlen(p), out ? out : "", len, true);
+        return luaL_error(L, "a3s.host: cannot read the mount table: %s", strerror(errno));
+    if (query(r->mounts, p, &out, &len) < 0)
+        return luaL_error(L, "a3s.host: out of memory");
+    a3s_facts_add(r->facts, kind, p, strlen(p), out ? out : "", len, true);
     lua_Integer i = 0;
     for (size_t at = 0; at < len; at += strlen(out + at) + 1) {
         lua_pushstring(L, out + at);
@@ -148,6 +146,23 @@ static int h_aliases(lua_State *L)
     }
     free(out);
     return 1;
+}
+
+/* a3s.host.aliases(path) -> sorted { path, ... }: the other paths where the mount table
+ * shows path (an existing absolute path, canonical) or a part of it again (a bind mount
+ * of it or of a directory holding it, or of a directory inside it); {} when none or when
+ * path does not exist. [-1, +1, v] */
+static int h_aliases(lua_State *L)
+{
+    return mount_query(L, A3S_FACT_ALIASES, a3s_aliases_in);
+}
+
+/* a3s.host.mounts_below(path) -> sorted { mount point, ... }: every mount point strictly
+ * below path (a mount inside a workspace, which a command could move or reach through).
+ * [-1, +1, v] */
+static int h_mounts_below(lua_State *L)
+{
+    return mount_query(L, A3S_FACT_MOUNTS_BELOW, a3s_aliases_below);
 }
 
 /* __gc of the DIR box: idempotent. [-0, +0, -] */
@@ -362,6 +377,7 @@ void a3s_host_query_push_lib(lua_State *L)
         {"exposable", h_exposable},
         {"passes_through", h_passes_through},
         {"aliases", h_aliases},
+        {"mounts_below", h_mounts_below},
         {"glob_prefix", h_glob_prefix},
         {NULL, NULL},
     };

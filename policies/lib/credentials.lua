@@ -77,6 +77,9 @@ M.env_named_files = {
   "AWS_CONFIG_FILE",
   "GOOGLE_APPLICATION_CREDENTIALS",
   "NPM_CONFIG_USERCONFIG",
+  "npm_config_userconfig", -- npm reads its configuration variables in either case
+  "REGISTRY_AUTH_FILE",
+  "SOPS_AGE_KEY_FILE",
   "NETRC",
   "PGPASSFILE",
   "AWS_WEB_IDENTITY_TOKEN_FILE",
@@ -94,6 +97,7 @@ M.env_dirs = {
   "GH_CONFIG_DIR",
   "AZURE_CONFIG_DIR",
   "CLOUDSDK_CONFIG",
+  "PASSWORD_STORE_DIR",
 }
 
 -- Workspace-relative secret files. The original's `.env`, `.env.local`,

@@ -210,6 +210,76 @@ check "[a3s-test] a PATH directory that is a mount of one in the home: still run
 check "... GNUPGHOME another name of a directory in the home: no conflict" contains "$out" "rc=0"
 check "... and not read" not_contains "$out" "$secret"
 
+# A mount inside the workspace (here a bind of a hidden home, under node_modules, which
+# the scan does not walk): refused, since the command gets it writable and could make its
+# way unsearchable or move it, so that no hide finds it.
+W=$tests/inner-ws
+mkdir -p "$W/node_modules/x/hv"
+chown -R a3s-test: "$W"
+out=$(in_ns a3s-test "$prelude
+  mount --bind \"$home\" \"\$T/inner-ws/node_modules/x/hv\" || exit 9
+  cli -w \"\$T/inner-ws\" -c 'ls -A node_modules/x/hv; echo w > node_modules/x/hv/planted'")
+check "[a3s-test] a mount inside the workspace: refused (125)" contains "$out" "rc=125"
+check "... saying why" contains "$out" "holds a mount point"
+check "... nothing written through it" test ! -e "$home/planted"
+rm -f "$home/planted"
+
+# A toolchain found through another name of the home (PATH=<bind of home>/.cargo/bin):
+# the home's credentials are masked under that name too.
+if [ ! -e "$home/.cargo" ]; then
+  mkdir -p "$home/.cargo/bin"
+  printf 'token = "%s"\n' "$secret" >"$home/.cargo/credentials.toml"
+  chown -R a3s-test: "$home/.cargo"
+  chmod -R a+rX "$home/.cargo"
+  out=$(in_ns a3s-test "$prelude
+    mount --bind \"$home\" \"\$M/alias\" || exit 9
+    PATH=\"\$M/alias/.cargo/bin:/usr/bin:/bin\" cli -w \"\$T/home-ws\" \\
+      -c \"ls \$M/alias/.cargo; cat \$M/alias/.cargo/credentials.toml; true\"")
+  rm -rf "$home/.cargo"
+  check "[a3s-test] PATH through a mount of the home: the toolchain root is there" \
+    contains "$out" "bin"
+  check "... its credentials are not read" not_contains "$out" "$secret"
+else
+  fail "a3s-test's home has a .cargo of its own: this check cannot run"
+fi
+
+# A mount the host makes while a command runs, or after a session started, never
+# arrives in the sandbox (the host's mounts shared, as on most hosts): the command
+# signals it runs, the host mounts the workspace elsewhere and a tmpfs, then lets it go on.
+W=$tests/prop-ws
+mkdir -p "$W" "$mnt/new" "$mnt/new2"
+printf '%s' "$secret" >"$W/.env"
+script=$(cat <<'EOS'
+mount --make-rshared / || exit 9
+cmd="touch started; while [ ! -e go ]; do sleep 0.05; done; cat $M/new/.env; echo w > $M/new2/written"
+cli -w "$T/prop-ws" -c "$cmd" >"$T/prop.out" 2>&1 &
+while [ ! -e "$T/prop-ws/started" ]; do sleep 0.05; done
+mount --bind "$T/prop-ws" "$M/new" && mount -t tmpfs t "$M/new2" || exit 9
+touch "$T/prop-ws/go"; wait; cat "$T/prop.out"; echo "LS:[$(ls -A "$M/new2")]"
+EOS
+)
+out=$(in_ns root "$prelude
+$script")
+check "a host mount made while a command runs does not arrive: nothing read" \
+  not_contains "$out" "$secret"
+check "... nothing written" contains "$out" "LS:[]"
+check "... (the command ran to its end)" contains "$out" "rc="
+rm -f "$W/started" "$W/go"
+script=$(cat <<'EOS'
+mount --make-rshared / || exit 9
+cd "$T/prop-ws" || exit 9
+id=$("$A3S" session start --owner $$) || exit 9
+mount -t tmpfs t "$M/new2" || exit 9
+"$A3S" session exec "$id" -c "echo w > $M/new2/written"; echo "rc=$?"
+"$A3S" session stop "$id"; echo "LS:[$(ls -A "$M/new2")]"
+EOS
+)
+out=$(in_ns root "$prelude
+$script")
+check "a host mount made after a session started does not arrive in its commands" \
+  contains "$out" "LS:[]"
+check "... (the command ran)" contains "$out" "rc="
+
 # A session: a mount made after it started is hidden from its next command (what the
 # evaluation read of the mount table is checked before each command).
 W=$tests/sess-ws

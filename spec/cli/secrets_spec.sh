@@ -223,17 +223,21 @@ if [ "$(id -u)" -eq 0 ]; then
   echo "$cr" >>"$_tmp_list"
   chmod 0755 "$cr"
   vt="var-secret-$(rnd)"
-  for f in aws-credentials aws-config gcloud.json npmrc netrc kube1 kube2; do
+  for f in aws-credentials aws-config gcloud.json npmrc npmrc-lower netrc kube1 kube2 \
+           pgpass web-token registry-auth age-key; do
     printf '%s-%s\n' "$vt" "$f" >"$cr/$f"
   done
-  for d in docker gnupg gh azure gcloud; do
-    mkdir "$cr/$d" && printf '%s-%s\n' "$vt" "$d" >"$cr/$d/secret"
+  for d in docker gnupg gh azure gcloud pass xdg-config/gh; do
+    mkdir -p "$cr/$d" && printf '%s-%s\n' "$vt" "$d" >"$cr/$d/secret"
   done
   AWS_SHARED_CREDENTIALS_FILE=$cr/aws-credentials AWS_CONFIG_FILE=$cr/aws-config \
     GOOGLE_APPLICATION_CREDENTIALS=$cr/gcloud.json NPM_CONFIG_USERCONFIG=$cr/npmrc \
     NETRC=$cr/netrc KUBECONFIG=$cr/kube1:$cr/kube2 DOCKER_CONFIG=$cr/docker \
     GNUPGHOME=$cr/gnupg GH_CONFIG_DIR=$cr/gh AZURE_CONFIG_DIR=$cr/azure \
-    CLOUDSDK_CONFIG=$cr/gcloud run_cli -w "$ws" -c "ls $cr; cat $cr/* $cr/*/secret; true"
+    CLOUDSDK_CONFIG=$cr/gcloud npm_config_userconfig=$cr/npmrc-lower PGPASSFILE=$cr/pgpass \
+    AWS_WEB_IDENTITY_TOKEN_FILE=$cr/web-token REGISTRY_AUTH_FILE=$cr/registry-auth \
+    SOPS_AGE_KEY_FILE=$cr/age-key PASSWORD_STORE_DIR=$cr/pass XDG_CONFIG_HOME=$cr/xdg-config \
+    run_cli -w "$ws" -c "ls $cr; cat $cr/* $cr/*/secret $cr/*/*/secret; true"
   check "credential variables of other tools: the run runs, the directory is there" \
     contains "$OUT" kube2
   check "... none of the files they name is read" not_contains "$(both)" "$vt"

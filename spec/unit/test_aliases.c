@@ -4,7 +4,8 @@
  * holding it, of a directory inside it, under an escaped name; a mount of it inside
  * itself, a covered mount and a namespace file bound somewhere are not named; a path on
  * a mount that covers another mount is looked up on the one on top; a missing path has
- * none; a table that cannot be read or understood is an error. TAP output. */
+ * none; a table that cannot be read or understood is an error; the mount points below
+ * a path are listed. TAP output. */
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -101,6 +102,17 @@ int main(void)
               "B/alias-of-real/ws/sub,B/alias-of-sub,B/alias-of-ws/sub,B/real/ws/sub2/sub,"
               "B/with space/ws/sub") == 0,
        "the directory inside, under each name (got '%s')", answer("real/ws/sub", NULL, &rc));
+    /* The mount points below ws: the one inside it, whatever it shows. */
+    a3s_mount_table *t = a3s_aliases_table(NULL);
+    char *below = NULL;
+    size_t blen = 0;
+    ok(t && a3s_aliases_below(t, at("real/ws", p), &below, &blen) == 0 && below &&
+           strcmp(below, at("real/ws/sub2", p)) == 0 && blen == strlen(below) + 1,
+       "the mount points below ws: real/ws/sub2 only (got '%s')", below ? below : "");
+    free(below);
+    ok(t && a3s_aliases_below(t, at("other", p), &below, &blen) == 0 && !below && !blen,
+       "none below a directory without mounts");
+    a3s_aliases_table_free(t);
     ok(strcmp(answer("other", NULL, &rc), "") == 0 && rc == 0,
        "a directory no mount shows again: none");
     ok(strcmp(answer("missing", NULL, &rc), "") == 0 && rc == 0, "a missing path: none");
