@@ -38,7 +38,7 @@ void a3s_policy_src_free(a3s_policy_src *src);
 /* What one evaluation read of the host and of policy files (the policy engine's own
  * record, opaque here), and whether it still holds. */
 typedef struct a3s_policy_facts a3s_policy_facts;
-enum { A3S_FACTS_HOLD = 0, A3S_FACTS_HOST = 1, A3S_FACTS_POLICY = 2 };
+enum { A3S_FACTS_HOLD = 0, A3S_FACTS_HOST = 1, A3S_FACTS_POLICY = 2, A3S_FACTS_MOUNTS = 3 };
 
 typedef struct a3s_policy_engine {
     const char *name; /* "lua" */
@@ -57,8 +57,10 @@ typedef struct a3s_policy_engine {
      * facts_check answers A3S_FACTS_HOLD for the same src and ctx, evaluating again would
      * give the same plan: every host query is answered as before and every policy file
      * looked for is as it was. A3S_FACTS_HOST: a host fact changed (the policy itself did
-     * not: its digest stands); A3S_FACTS_POLICY: a policy file looked for changed. May be
-     * NULL (no such record: every run evaluates). */
+     * not: its digest stands); A3S_FACTS_POLICY: a policy file looked for changed;
+     * A3S_FACTS_MOUNTS: what it read of the mount table changed (and no policy file did):
+     * a session, whose view of the host's mounts is the one it started with, cannot follow.
+     * May be NULL (no such record: every run evaluates). */
     a3s_plan *(*eval_facts)(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
                             a3s_policy_facts **facts, a3s_error *err);
     int (*facts_check)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx);

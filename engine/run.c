@@ -41,10 +41,16 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
     int fc = A3S_FACTS_HOST;
     if (sess && (a3s_sandbox_roots_hold(sb, err) < 0 ||
                  (fc = a3s_sandbox_facts_check(sb, sess->plan->scratch, sess->facts)) ==
-                     A3S_FACTS_POLICY)) {
+                     A3S_FACTS_POLICY || fc == A3S_FACTS_MOUNTS)) {
         if (fc == A3S_FACTS_POLICY)
             a3s_fail(err, A3S_ERR_POLICY, "a policy file changed since the session opened: "
                      "start a new session");
+        /* The session's mounts are the host's as they were when it opened (they do not
+         * propagate in): a plan for the host's mounts now would not describe them. */
+        if (fc == A3S_FACTS_MOUNTS)
+            a3s_fail(err, A3S_ERR_POLICY, "the host's mounts changed since the session "
+                     "opened (a mount inside the workspace, or another name of the "
+                     "workspace or of a hidden directory): start a new session");
         goto fail;
     }
     if (sess && fc == A3S_FACTS_HOLD) {

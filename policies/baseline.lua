@@ -158,8 +158,9 @@ end
 -- directory, or of a directory inside one (a bind mount of /home at /data/home, of the
 -- workspace at /mnt/ws) shows them again through the read-only host root, secrets and
 -- all. Those names are hidden too (a file mounted alone is masked); except, for the
--- hidden directories, a PATH directory or toolchain root that is such a name: re-exposed
--- below, as it would be under its first name.
+-- hidden directories, a PATH directory or toolchain root that is such a name of a part of
+-- one: re-exposed below, as it would be under its first name (never one that shows a
+-- hidden directory whole).
 local toolchain_roots = toolchains.roots(ctx)
 local reexposed = {}
 for _, list in ipairs({ ctx.path_dirs, toolchain_roots }) do
@@ -167,9 +168,19 @@ for _, list in ipairs({ ctx.path_dirs, toolchain_roots }) do
     reexposed[dir] = true
   end
 end
-local function hide_aliases(aliases, keep)
+-- Whether a shows root itself (the whole of it, under another name).
+local function shows_whole(a, root)
+  for _, x in ipairs(host.aliases(a)) do
+    if x == root then
+      return true
+    end
+  end
+  return false
+end
+local function hide_aliases(aliases, keep, root)
   for _, a in ipairs(aliases) do
-    if a ~= "/" and not plan:rule_kind(a) and not (keep and keep[a]) then
+    if a ~= "/" and not plan:rule_kind(a) and
+        not (keep and keep[a] and not shows_whole(a, root)) then
       if host.is_dir(a) then
         plan:hide(a, { optional = true, discovered = true })
       else
@@ -182,7 +193,7 @@ hide_aliases(workspace_aliases)
 for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/tmp", "/var/tmp", "/run" }) do
   local real = host.realpath(p)
   if real and real ~= "/" then
-    hide_aliases(host.aliases(real), reexposed)
+    hide_aliases(host.aliases(real), reexposed, real)
   end
 end
 -- A credential's mask, unless the path is hidden already (another name of a hidden

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/mount.h>
@@ -51,6 +52,8 @@
 #endif
 
 #define MAX_OPS 65536
+#define A3S_STR_(x) #x
+#define A3S_STR(x) A3S_STR_(x)
 
 typedef struct op {
     char kind[12];
@@ -336,6 +339,17 @@ static int apply_root(ctx *c, op *o, int *out_fd)
         if (t < 0)
             return fail("%s %s: %s (it changed during setup)", o->kind, o->path,
                         strerror(errno));
+        /* The supervisor cloned it on the host (an idmapped mount): where the host's
+         * mounts are shared, the clone is a peer of the host's, and every mount made
+         * below it here would appear on the host too, and stay there. Private before
+         * anything is mounted below it. */
+        struct mount_attr priv = {.propagation = MS_PRIVATE};
+        if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | AT_RECURSIVE, &priv,
+                    sizeof priv) < 0) {
+            int e = errno;
+            close(t);
+            return fail("making the %s's mount private: %s", o->kind, strerror(e));
+        }
     } else {
         /* bwrap bound it by path: it must be a mount of its own, of that directory. */
         int parent = openat(t, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -520,6 +534,49 @@ static int verify(ctx *c, op *ops, size_t n)
     return 0;
 }
 
+/* After the view is private: no mount below the workspace but the ones made here. One
+ * the host made after the policy read its mount table (which refuses a workspace holding
+ * one) could have arrived until now, writable and unhidden. */
+static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
+{
+    FILE *f = c->wsfd >= 0 ? fopen("/proc/self/mountinfo", "re") : NULL;
+    if (c->wsfd >= 0 && !f)
+        return fail("reading the mount table: %s", strerror(errno));
+    char *line = NULL;
+    size_t cap = 0, wl = strlen(c->ws);
+    int rc = 0;
+    while (rc == 0 && f && getline(&line, &cap, f) > 0) {
+        unsigned long long id;
+        char point[PATH_MAX + 1];
+        if (sscanf(line, "%llu %*s %*s %*s %" A3S_STR(PATH_MAX) "s", &id, point) != 2) {
+            rc = fail("an unreadable mount table line");
+            break;
+        }
+        /* mountinfo escapes space, tab, newline and backslash as \ooo. */
+        char *o = point;
+        for (const char *q = point; *q; q++, o++)
+            if (q[0] == '\\' && q[1] >= '0' && q[1] <= '3' && q[2] >= '0' && q[2] <= '7' &&
+                q[3] >= '0' && q[3] <= '7') {
+                *o = (char)((q[1] - '0') * 64 + (q[2] - '0') * 8 + (q[3] - '0'));
+                q += 3;
+            } else {
+                *o = *q;
+            }
+        *o = '\0';
+        if (strncmp(point, c->ws, wl) != 0 || point[wl] != '/')
+            continue;
+        bool ours = false;
+        for (size_t i = 0; i < n && !ours; i++)
+            ours = ops[i].applied && ops[i].mnt_id == id;
+        if (!ours)
+            rc = fail("a mount at %s appeared in the workspace during setup", point);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- identity */
 
 static int write_at(int dfd, const char *name, const char *text)
@@ -657,6 +714,14 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     ctx c = {.wsfd = -1, .null_src = -1, .mask_fs = -1, .ws = ""};
     int rc = 0, scratch_fd = -1;
+    /* Before any mount: nothing made here reaches the host (where its mounts are shared,
+     * bubblewrap's copies are its slaves, but a mount taken from the host as it is would
+     * be a peer), and a mount the host makes from now on does not arrive here (it would
+     * arrive writable, under a name the plan never hid; no_foreign_mounts checks the
+     * workspace for one that came before). */
+    struct mount_attr priv = {.propagation = MS_PRIVATE};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
+        rc = fail("making the sandbox's mounts private: %s", strerror(errno));
     const char *cwd = NULL, *chdir_path = NULL;
     /* A session's command: its workspace and scratch directory, cloned from the base
      * before any mount hides their paths; then the mounts outside the workspace. */
@@ -692,12 +757,8 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     if (rc == 0)
         rc = verify(&c, ops, n);
-    /* The view is complete: a mount the host makes from now on must not propagate in (it
-     * would arrive writable, under a name the plan never hid). */
-    struct mount_attr priv = {.propagation = MS_PRIVATE};
-    if (rc == 0 &&
-        syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
-        rc = fail("making the sandbox's mounts private: %s", strerror(errno));
+    if (rc == 0)
+        rc = no_foreign_mounts(&c, ops, n);
     /* The command starts in the workspace mount (bwrap started in /). */
     if (rc == 0 && c.wsfd >= 0) {
         int d = openat(c.wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -31,7 +31,7 @@
 typedef struct mnt {
     uint64_t id;
     dev_t dev;
-    char *root, *point; /* unescaped, inside the mount table's buffer */
+    char *root, *point; /* unescaped, inside the mount table's buffer; root NULL: no path */
 } mnt;
 
 /* The mount table's text, whole. NULL with errno. */
@@ -94,9 +94,9 @@ static void unescape(char *s)
 }
 
 /* Splits the table into mounts (pointing into buf). A mount whose root is no path (a
- * namespace file bound somewhere: "net:[4026531833]") shows no directory and is left
- * out. -1 with errno on ENOMEM or a line that is not a mountinfo line (EINVAL: nothing
- * can be concluded from it). */
+ * namespace file bound somewhere: "net:[4026531833]") shows no directory: its root is
+ * NULL (it is no alias, but a mount point all the same). -1 with errno on ENOMEM or a
+ * line that is not a mountinfo line (EINVAL: nothing can be concluded from it). */
 static int parse(char *buf, mnt **out, size_t *n)
 {
     size_t cap = 0;
@@ -119,10 +119,7 @@ static int parse(char *buf, mnt **out, size_t *n)
             errno = EINVAL;
             return -1;
         }
-        if (f[3][0] != '/') {
-            line = next;
-            continue;
-        }
+
         if (*n == cap) {
             cap = cap ? cap * 2 : 64;
             mnt *g = realloc(*out, cap * sizeof *g);
@@ -136,7 +133,8 @@ static int parse(char *buf, mnt **out, size_t *n)
         }
         unescape(f[3]);
         unescape(f[4]);
-        (*out)[(*n)++] = (mnt){(uint64_t)id, makedev(maj, min), f[3], f[4]};
+        (*out)[(*n)++] =
+            (mnt){(uint64_t)id, makedev(maj, min), f[3][0] == '/' ? f[3] : NULL, f[4]};
         line = next;
     }
     return 0;
@@ -284,10 +282,11 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
     uint64_t pid = mount_id(path, 0);
     const mnt *home = NULL;
     for (size_t i = 0; i < n && pid; i++)
-        if (m[i].id == pid && a3s_path_within(path, m[i].point))
+        if (m[i].root && m[i].id == pid && a3s_path_within(path, m[i].point))
             home = &m[i];
-    for (size_t i = 0; i < n && !home; i++)
-        if (a3s_path_within(path, m[i].point) &&
+    bool by_id = home != NULL;
+    for (size_t i = 0; i < n && !by_id; i++)
+        if (m[i].root && a3s_path_within(path, m[i].point) &&
             (!home || strlen(m[i].point) >= strlen(home->point)))
             home = &m[i];
     if (!home) {
@@ -300,7 +299,7 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
     bool oom = false;
     for (size_t i = 0; i < n && !oom; i++) {
         const mnt *e = &m[i];
-        if (e == home || e->dev != home->dev || a3s_path_within(e->point, path))
+        if (e == home || !e->root || e->dev != home->dev || a3s_path_within(e->point, path))
             continue;
         bool whole = a3s_path_within(fs_path, e->root), part = !whole &&
                      a3s_path_within(e->root, fs_path);

@@ -297,8 +297,15 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
     int rc = A3S_FACTS_HOLD;
     a3s_mount_table *mounts = NULL;
     for (size_t i = 0; i < f->n && rc != A3S_FACTS_POLICY; i++)
-        if (!holds(&f->v[i], ctx, &mounts))
-            rc = f->v[i].kind == A3S_FACT_FILE ? A3S_FACTS_POLICY : A3S_FACTS_HOST;
+        if (!holds(&f->v[i], ctx, &mounts)) {
+            char k = f->v[i].kind;
+            if (k == A3S_FACT_FILE)
+                rc = A3S_FACTS_POLICY;
+            else if (k == A3S_FACT_ALIASES || k == A3S_FACT_MOUNTS_BELOW)
+                rc = A3S_FACTS_MOUNTS;
+            else if (rc == A3S_FACTS_HOLD)
+                rc = A3S_FACTS_HOST;
+        }
     a3s_aliases_table_free(mounts);
     return rc;
 }

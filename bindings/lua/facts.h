@@ -40,7 +40,8 @@ a3s_policy_facts *a3s_facts_new(void);
 void a3s_facts_free(a3s_policy_facts *f);
 /* Whether every recorded fact still holds on this host (guard: the evaluation's):
  * A3S_FACTS_HOLD, else A3S_FACTS_POLICY when a policy file looked for changed, else
- * A3S_FACTS_HOST (engine/policy.h). */
+ * A3S_FACTS_MOUNTS when what it read of the mount table did, else A3S_FACTS_HOST
+ * (engine/policy.h). */
 int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx);
 
 /* The record as bytes (malloc'd) and back, for a cache kept between processes: -1 when

@@ -210,6 +210,13 @@ check "[a3s-test] a PATH directory that is a mount of one in the home: still run
 check "... GNUPGHOME another name of a directory in the home: no conflict" contains "$out" "rc=0"
 check "... and not read" not_contains "$out" "$secret"
 
+# A PATH entry that is the home itself under another name: hidden, not re-exposed whole.
+out=$(in_ns a3s-test "$prelude
+  mount --bind \"$home\" \"\$M/alias\" || exit 9
+  PATH=\"\$M/alias:/usr/bin:/bin\" cli -w \"\$T/home-ws\" -c \"ls -A \$M/alias; echo ran\"")
+check "[a3s-test] PATH naming the home under another name: the run runs" contains "$out" "ran"
+check "... and shows nothing of the home there" not_contains "$out" ".profile"
+
 # A mount inside the workspace (here a bind of a hidden home, under node_modules, which
 # the scan does not walk): refused, since the command gets it writable and could make its
 # way unsearchable or move it, so that no hide finds it.
@@ -280,8 +287,33 @@ check "a host mount made after a session started does not arrive in its commands
   contains "$out" "LS:[]"
 check "... (the command ran)" contains "$out" "rc="
 
-# A session: a mount made after it started is hidden from its next command (what the
-# evaluation read of the mount table is checked before each command).
+# Where the host's mounts are shared (as under systemd), nothing mounted inside the
+# sandbox may appear on the host: a root caller's workspace is an idmapped mount taken
+# from the host, which would be a peer of the host's own. After a run: no mount in the
+# workspace and no placeholder left there.
+W=$tests/shared-ws
+mkdir -p "$W"
+printf 'x' >"$W/.env"
+script=$(cat <<'EOS'
+mount --make-rshared / || exit 9
+"$A3S" -w "$T/shared-ws" -c 'cat .env; sleep 0.5' &
+sleep 0.3
+echo "DURING:$(grep -c " $T/shared-ws/" /proc/self/mountinfo)"
+wait
+echo "AFTER:$(grep -c " $T/shared-ws/" /proc/self/mountinfo)"
+echo "LEFT:[$(ls -A "$T/shared-ws" | grep -v '^.env$' | tr '\n' ' ')]"
+EOS
+)
+out=$(in_ns root "$prelude
+$script")
+check "shared host mounts: the sandbox's mounts never appear on the host" contains "$out" "DURING:0"
+check "... nor after the run" contains "$out" "AFTER:0"
+check "... and no placeholder is left in the workspace" contains "$out" "LEFT:[]"
+
+# A session: its mounts are the host's as they were when it started (none propagates
+# in), so a change of what its evaluation read of the mount table refuses the next
+# command (start a new session): a new other name of the workspace, and one removed
+# (whose hide a new evaluation would drop while the session still holds the mount).
 W=$tests/sess-ws
 mkdir -p "$W"
 printf '%s' "$secret" >"$W/.env"
@@ -291,8 +323,25 @@ out=$(in_ns root "$prelude
   mount --bind \"\$T/sess-ws\" \"\$M/alias\" || exit 9
   \"\$A3S\" session exec \"\$id\" -- cat \"\$M/alias/.env\"; echo rc=\$?
   \"\$A3S\" session stop \"\$id\"")
-check "a session: a mount of its workspace made between commands is hidden from the next" \
-  not_contains "$out" "$secret"
-check "... (the command ran: cat found nothing there)" contains "$out" "No such file"
+check "a session: a mount of its workspace made between commands: the next is refused" \
+  contains "$out" "rc=125"
+check "... saying why" contains "$out" "the host's mounts changed"
+check "... nothing read" not_contains "$out" "$secret"
+
+W=$tests/sess2-ws
+mkdir -p "$W" "$mnt/h"
+printf '%s' "$secret" >"$mnt/h/key"
+out=$(in_ns root "$prelude
+  mount --bind \"\$M/h\" \"\$M/alias\" || exit 9
+  cd \"\$T/sess2-ws\" || exit 9
+  DOCKER_CONFIG=\"\$M/h\" \"\$A3S\" session start --owner \$\$ >\"\$T/sid\" || exit 9
+  id=\$(cat \"\$T/sid\")
+  \"\$A3S\" session exec \"\$id\" -- cat \"\$M/alias/key\"; echo rc=\$?
+  umount \"\$M/alias\" || exit 9
+  \"\$A3S\" session exec \"\$id\" -- cat \"\$M/alias/key\"; echo rc=\$?
+  \"\$A3S\" session stop \"\$id\"")
+check "a session: a credential's other name removed between commands: the next is refused" \
+  contains "$out" "rc=125"
+check "... nothing read" not_contains "$out" "$secret"
 
 finish
