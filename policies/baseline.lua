@@ -190,10 +190,15 @@ local function hide_aliases(aliases, keep, root)
   end
 end
 hide_aliases(workspace_aliases)
+local home_has_aliases = false
 for _, p in ipairs({ ctx.home, "/root", "/home", ctx.tmp, "/tmp", "/var/tmp", "/run" }) do
   local real = host.realpath(p)
   if real and real ~= "/" then
-    hide_aliases(host.aliases(real), reexposed, real)
+    local aliases = host.aliases(real)
+    hide_aliases(aliases, reexposed, real)
+    if p == ctx.home and #aliases > 0 then
+      home_has_aliases = true
+    end
   end
 end
 -- A credential's mask, unless the path is hidden already (another name of a hidden
@@ -237,8 +242,11 @@ for _, rel in ipairs(credentials.home_relative) do
     mask_credential(real)
   end
   -- Under the home's other names too: a PATH directory or toolchain root re-exposed
-  -- there (~/.cargo/bin through a bind mount of the home) must not show them.
-  hide_aliases(host.aliases(p))
+  -- there (~/.cargo/bin through a bind mount of the home) must not show them. (The
+  -- home's own aliases name every mount of it or of a part of it: none, none here.)
+  if home_has_aliases then
+    hide_aliases(host.aliases(p))
+  end
 end
 -- Credentials named by the host environment ($CODEX_HOME/auth.json, $CARGO_HOME/...).
 local env_creds, env_spelled = credentials.env_configured(ctx.env)
