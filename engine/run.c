@@ -49,8 +49,8 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
          * propagate in): a plan for the host's mounts now would not describe them. */
         if (fc == A3S_FACTS_MOUNTS)
             a3s_fail(err, A3S_ERR_POLICY, "the host's mounts changed since the session "
-                     "opened (a mount inside the workspace, or another name of the "
-                     "workspace or of a hidden directory): start a new session");
+                     "opened (its commands keep the mounts it opened with): start a new "
+                     "session");
         goto fail;
     }
     if (sess && fc == A3S_FACTS_HOLD) {

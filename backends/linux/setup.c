@@ -52,8 +52,6 @@
 #endif
 
 #define MAX_OPS 65536
-#define A3S_STR_(x) #x
-#define A3S_STR(x) A3S_STR_(x)
 
 typedef struct op {
     char kind[12];
@@ -546,12 +544,19 @@ static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
     size_t cap = 0, wl = strlen(c->ws);
     int rc = 0;
     while (rc == 0 && f && getline(&line, &cap, f) > 0) {
+        /* "ID PARENT MAJ:MIN ROOT POINT ...": the fifth field, unescaped in place (no
+         * fixed buffer: an escaped name takes four bytes a character). */
         unsigned long long id;
-        char point[PATH_MAX + 1];
-        if (sscanf(line, "%llu %*s %*s %*s %" A3S_STR(PATH_MAX) "s", &id, point) != 2) {
+        char *point = line, *end;
+        for (int k = 0; k < 4 && point; k++) {
+            char *sp = strchr(point, ' ');
+            point = sp ? sp + 1 : NULL;
+        }
+        if (sscanf(line, "%llu", &id) != 1 || !point || !(end = strchr(point, ' '))) {
             rc = fail("an unreadable mount table line");
             break;
         }
+        *end = '\0';
         /* mountinfo escapes space, tab, newline and backslash as \ooo. */
         char *o = point;
         for (const char *q = point; *q; q++, o++)

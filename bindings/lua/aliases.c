@@ -242,6 +242,28 @@ int a3s_aliases_below(const a3s_mount_table *t, const char *path, char **out, si
     return rc;
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+void a3s_aliases_table_digest(const a3s_mount_table *t, char hex[17])
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < t->n; i++) {
+        const mnt *e = &t->m[i];
+        uint64_t dev = (uint64_t)e->dev;
+        const char *root = e->root ? e->root : "";
+        h = fnv(h, &e->id, sizeof e->id);
+        h = fnv(h, &dev, sizeof dev);
+        h = fnv(h, root, strlen(root) + 1);
+        h = fnv(h, e->point, strlen(e->point) + 1);
+    }
+    snprintf(hex, 17, "%016llx", (unsigned long long)h);
+}
+
 void a3s_aliases_table_free(a3s_mount_table *t)
 {
     if (!t)
@@ -380,6 +402,12 @@ int a3s_aliases_of(const char *path, const char *mountinfo, char **out, size_t *
 int a3s_aliases_below(const a3s_mount_table *t, const char *path, char **out, size_t *len)
 {
     return a3s_aliases_in(t, path, out, len);
+}
+
+void a3s_aliases_table_digest(const a3s_mount_table *t, char hex[17])
+{
+    (void)t;
+    snprintf(hex, 17, "%016x", 0);
 }
 
 #endif

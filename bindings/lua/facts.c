@@ -243,6 +243,13 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mo
     }
     case A3S_FACT_PASSES:
         return x->has == (a3s_wspath_passes_within(x->arg, x->arg + strlen(x->arg) + 1) == 1);
+    case A3S_FACT_MOUNT_TABLE: {
+        char hex[17];
+        if (!*mounts && !(*mounts = a3s_aliases_table(NULL)))
+            return false;
+        a3s_aliases_table_digest(*mounts, hex);
+        return same(x, true, hex, 16);
+    }
     case A3S_FACT_ALIASES:
     case A3S_FACT_MOUNTS_BELOW: {
         char *out;
@@ -301,7 +308,8 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
             char k = f->v[i].kind;
             if (k == A3S_FACT_FILE)
                 rc = A3S_FACTS_POLICY;
-            else if (k == A3S_FACT_ALIASES || k == A3S_FACT_MOUNTS_BELOW)
+            else if (k == A3S_FACT_ALIASES || k == A3S_FACT_MOUNTS_BELOW ||
+                     k == A3S_FACT_MOUNT_TABLE)
                 rc = A3S_FACTS_MOUNTS;
             else if (rc == A3S_FACTS_HOLD)
                 rc = A3S_FACTS_HOST;
@@ -390,6 +398,7 @@ a3s_policy_facts *a3s_facts_decode(const char *buf, size_t len)
         case A3S_FACT_PASSES:
         case A3S_FACT_ALIASES:
         case A3S_FACT_MOUNTS_BELOW:
+        case A3S_FACT_MOUNT_TABLE:
             break;
         default:
             goto bad;

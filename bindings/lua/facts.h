@@ -22,6 +22,7 @@ enum {
     A3S_FACT_PASSES = 'w',  /* arg: path NUL root; has: its resolution passes root */
     A3S_FACT_ALIASES = 'm', /* arg: path; ans: its aliases (aliases.h), each NUL-ended */
     A3S_FACT_MOUNTS_BELOW = 'n', /* arg: path; ans: mount points below it, each NUL-ended */
+    A3S_FACT_MOUNT_TABLE = 't', /* arg: "/"; ans: the mount table's digest (aliases.h) */
 };
 
 /* The canonical directory `path` names, following a symbolic link only where the caller

@@ -228,6 +228,19 @@ static a3s_plan *eval(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
 
     rt r = {.limit = RT_MEM_LIMIT, .src = src, .ctx = ctx, .start_ms = a3s_now_ms(),
             .facts = facts};
+    /* What the host's mounts were when the policy looked: a session keeps that view
+     * (its mounts do not propagate), and the backend finds a rule's optional target on
+     * the host, so a session whose host's mounts changed cannot trust either. */
+    if (facts && !ctx->neutral) {
+        char hex[17];
+        if (!(r.mounts = a3s_aliases_table(NULL))) {
+            a3s_fail_errno(err, A3S_ERR_POLICY, errno, "policy %s: the mount table",
+                           src->path);
+            return NULL;
+        }
+        a3s_aliases_table_digest(r.mounts, hex);
+        a3s_facts_add(facts, A3S_FACT_MOUNT_TABLE, "/", 1, hex, 16, true);
+    }
     lua_State *L = a3s_lua_state_new(&r);
     if (!L) {
         a3s_fail(err, A3S_ERR_INTERNAL, "policy %s: cannot create a Lua state (out of memory)",

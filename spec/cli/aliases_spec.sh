@@ -344,4 +344,27 @@ check "a session: a credential's other name removed between commands: the next i
   contains "$out" "rc=125"
 check "... nothing read" not_contains "$out" "$secret"
 
+# ... and any change of the host's mounts: the session keeps its own view, but the
+# backend finds a rule's optional target on the host, so a credential on a mount the host
+# then removes (an automount expiring) would be left unmasked in the session's view.
+W=$tests/sess3-ws
+mkdir -p "$W" "$mnt/cm"
+script=$(cat <<'EOS'
+mount -t tmpfs cm "$M/cm" && printf '%s' "$SECRET" >"$M/cm/aws.creds" || exit 9
+cd "$T/sess3-ws" || exit 9
+AWS_SHARED_CREDENTIALS_FILE="$M/cm/aws.creds" "$A3S" session start --owner $$ >"$T/sid3" || exit 9
+id=$(cat "$T/sid3")
+"$A3S" session exec "$id" -- cat "$M/cm/aws.creds"; echo "rc=$?"
+umount "$M/cm" || exit 9
+"$A3S" session exec "$id" -- cat "$M/cm/aws.creds"; echo "rc=$?"
+"$A3S" session stop "$id"
+EOS
+)
+out=$(SECRET=$secret in_ns root "$prelude
+$script")
+check "a session: the host unmounts a credential's filesystem: the next command is refused" \
+  contains "$out" "rc=125"
+check "... saying why" contains "$out" "the host's mounts changed"
+check "... nothing read" not_contains "$out" "$secret"
+
 finish

@@ -2,6 +2,11 @@
 # A workspace inside HOME: HOME stays hidden (siblings and credentials invisible), the
 # workspace itself is writable, and toolchains still work. Plus: overlapping and
 # repeated executions on one workspace stay isolated and stable.
+# The mounts it makes (as root) stay in a mount namespace of its own: a concurrent
+# spec's session would see the host's mount table change and refuse its next command.
+if [ "$(id -u)" = 0 ] && [ -z "${A3S_SPEC_OWN_MOUNTS:-}" ]; then
+  exec env A3S_SPEC_OWN_MOUNTS=1 unshare --mount --propagation private bash "$0" "$@"
+fi
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 

@@ -5,6 +5,11 @@
 # root on the host); where the workspace cannot be idmapped the run is refused unless
 # --allow-host-root. Host /var/tmp is hidden like /tmp. Unprivileged callers run as
 # themselves.
+# The mounts it makes (as root) stay in a mount namespace of its own: a concurrent
+# spec's session would see the host's mount table change and refuse its next command.
+if [ "$(id -u)" = 0 ] && [ -z "${A3S_SPEC_OWN_MOUNTS:-}" ]; then
+  exec env A3S_SPEC_OWN_MOUNTS=1 unshare --mount --propagation private bash "$0" "$@"
+fi
 source "$(dirname "$0")/lib.sh"
 require_sandbox
 
