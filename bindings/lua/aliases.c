@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #ifdef __linux__
 #include <sys/sysmacros.h>
 #endif
@@ -207,7 +208,44 @@ struct a3s_mount_table {
     char *text; /* the table's text, which the entries point into */
     mnt *m;
     size_t n;
+    uint64_t *uid; /* the mounts' unique ids (listmount, Linux 6.8), or NULL */
+    size_t nuid;
 };
+
+/* The unique ids of every mount of this namespace (listmount(2) from its root), which the
+ * kernel never gives twice: mountinfo's ids are reused, so an unmount and a mount of the
+ * same place can leave the very same line. NULL where the kernel has no listmount. */
+#ifndef SYS_listmount
+#define SYS_listmount 458
+#endif
+static uint64_t *unique_ids(size_t *n)
+{
+    struct {
+        uint32_t size, spare;
+        uint64_t mnt_id, param;
+    } req = {24, 0, ~0ULL, 0}; /* LSMT_ROOT: the namespace's root; param: after this id */
+    size_t cap = 256, got = 0;
+    uint64_t *ids = NULL;
+    for (;;) {
+        uint64_t *g = realloc(ids, cap * sizeof *g);
+        if (!g)
+            break;
+        ids = g;
+        long r = syscall(SYS_listmount, &req, ids + got, cap - got, 0);
+        if (r < 0)
+            break;
+        got += (size_t)r;
+        if (got < cap) {
+            *n = got;
+            return ids;
+        }
+        req.param = ids[got - 1];
+        cap *= 2;
+    }
+    free(ids);
+    *n = 0;
+    return NULL;
+}
 
 a3s_mount_table *a3s_aliases_table(const char *mountinfo)
 {
@@ -222,6 +260,8 @@ a3s_mount_table *a3s_aliases_table(const char *mountinfo)
         errno = e;
         return NULL;
     }
+    if (!mountinfo)
+        t->uid = unique_ids(&t->nuid);
     return t;
 }
 
@@ -261,6 +301,9 @@ void a3s_aliases_table_digest(const a3s_mount_table *t, char hex[17])
         h = fnv(h, root, strlen(root) + 1);
         h = fnv(h, e->point, strlen(e->point) + 1);
     }
+    /* In the order listmount gives them (a walk of the tree): any unmount or mount since
+     * changes them. */
+    h = fnv(h, t->uid, t->nuid * sizeof *t->uid);
     snprintf(hex, 17, "%016llx", (unsigned long long)h);
 }
 
@@ -270,6 +313,7 @@ void a3s_aliases_table_free(a3s_mount_table *t)
         return;
     free(t->m);
     free(t->text);
+    free(t->uid);
     free(t);
 }
 

@@ -29,8 +29,9 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
  * can rename), in the same form. */
 int a3s_aliases_below(const a3s_mount_table *t, const char *path, char **out, size_t *len);
 void a3s_aliases_table_free(a3s_mount_table *t);
-/* A digest of the table's mounts (each one's id, device, root and mount point), as 16
- * hex digits and a NUL into hex: equal digests, the same mounts. */
+/* A digest of the table's mounts (each one's id, device, root and mount point, and for
+ * this process's own table every mount's unique id where the kernel gives them, Linux
+ * 6.8), as 16 hex digits and a NUL into hex: equal digests, the same mounts. */
 void a3s_aliases_table_digest(const a3s_mount_table *t, char hex[17]);
 
 #endif

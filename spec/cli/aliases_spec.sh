@@ -367,4 +367,30 @@ check "a session: the host unmounts a credential's filesystem: the next command 
 check "... saying why" contains "$out" "the host's mounts changed"
 check "... nothing read" not_contains "$out" "$secret"
 
+# ... also when the host's mount table reads the same afterwards: an unmount and a new
+# mount of the same directory at the same place reuse the mount's id, and mountinfo shows
+# the very same line (the kernel's unique mount ids tell them apart).
+W=$tests/sess4-ws
+mkdir -p "$W" "$mnt/rb-src" "$mnt/rb-pt"
+script=$(cat <<'EOS'
+mount --bind "$M/rb-src" "$M/rb-pt" || exit 9
+before=$(grep " $M/rb-pt " /proc/self/mountinfo | cut -d' ' -f1-5)
+cd "$T/sess4-ws" || exit 9
+"$A3S" session start --owner $$ >"$T/sid4" || exit 9
+id=$(cat "$T/sid4")
+"$A3S" session exec "$id" -- true; echo "first rc=$?"
+umount "$M/rb-pt" && mount --bind "$M/rb-src" "$M/rb-pt" || exit 9
+after=$(grep " $M/rb-pt " /proc/self/mountinfo | cut -d' ' -f1-5)
+[ "$before" = "$after" ] && echo "SAME-LINE"
+"$A3S" session exec "$id" -- true; echo "second rc=$?"
+"$A3S" session stop "$id"
+EOS
+)
+out=$(in_ns root "$prelude
+$script")
+check "a session: an unmount and the same mount again: the next command is refused" \
+  contains "$out" "second rc=125"
+check "... (the first ran; the mount table's line read the same)" \
+  contains "$out" "first rc=0"
+
 finish
