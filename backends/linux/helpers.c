@@ -5,8 +5,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -42,6 +45,57 @@ const char *a3s_helpers_name(a3s_helper h)
     return (unsigned)h < A3S_HELPER_COUNT ? names[h] : "?";
 }
 
+/* Where the bytes [img, end) lie in the main program's file: found in its PT_LOAD
+ * segments (dl_iterate_phdr lists the main program first). */
+typedef struct where {
+    uintptr_t lo, hi;
+    off_t off;
+    bool found;
+} where;
+
+static int find_in_main(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    where *w = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t seg = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && w->lo >= seg && w->hi <= seg + ph->p_filesz) {
+            w->off = (off_t)(ph->p_offset + (w->lo - seg));
+            w->found = true;
+        }
+    }
+    return 1; /* the main program only: a library's file is not /proc/self/exe */
+}
+
+/* The image copied by the kernel from the running program's own file (/proc/self/exe is
+ * the very file executed, and the kernel refuses writes to it while it runs): no page
+ * of the embedded copy is faulted into this process, 0.4 ms of each run on a virtual
+ * machine. false: not the main program's (a library's), or not copied; the caller
+ * writes the image itself. */
+static bool copy_from_exe(int fd, const unsigned char *img, size_t len)
+{
+    where w = {.lo = (uintptr_t)img, .hi = (uintptr_t)img + len};
+    (void)dl_iterate_phdr(find_in_main, &w);
+    if (!w.found)
+        return false;
+    int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (exe < 0)
+        return false;
+    off_t off = w.off;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t n = sendfile(fd, exe, &off, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        left -= (size_t)n;
+    }
+    close(exe);
+    return left == 0;
+}
+
 int a3s_helpers_memfd(a3s_helper h, int min_fd, a3s_error *err)
 {
     const unsigned char *img, *end;
@@ -74,7 +128,15 @@ int a3s_helpers_memfd(a3s_helper h, int min_fd, a3s_error *err)
     }
     /* Sealed before anyone else can see it: from then on its bytes are the embedded ones,
      * whoever holds it. */
-    if (a3s_write_all(fd, img, (size_t)(end - img)) < 0 ||
+    size_t len = (size_t)(end - img);
+    bool copied = copy_from_exe(fd, img, len);
+    /* A partial copy is undone: the image is written whole from memory instead. */
+    if (!copied && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)) {
+        int e = errno;
+        close(fd);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "%s: writing its image", name);
+    }
+    if ((!copied && a3s_write_all(fd, img, len) < 0) ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         int e = errno;
         close(fd);
