@@ -296,7 +296,9 @@ static void load_text(lua_State *L, char *text, size_t len, const char *path)
     snprintf(chunkname, sizeof chunkname, "@%s", path);
     /* luaL_loadbufferx reports errors by status (it does not longjmp), so text is
      * always freed before anything below can raise. */
-    int st = luaL_loadbufferx(L, text, len, chunkname, "t");
+    int st = a3s_builtin_load(L, text, len, chunkname)
+                 ? LUA_OK
+                 : luaL_loadbufferx(L, text, len, chunkname, "t");
     free(text);
     if (st != LUA_OK)
         lua_error(L);

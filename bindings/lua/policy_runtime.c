@@ -126,7 +126,9 @@ static int rt_main(lua_State *L)
     size_t len = strlen(r->src->text);
     char chunkname[PATH_MAX + 2];
     snprintf(chunkname, sizeof chunkname, "@%s", r->src->path);
-    if (luaL_loadbufferx(L, r->src->text, len, chunkname, "t") != LUA_OK)
+    /* The build's compiled chunk for a shipped policy's text, else the text compiled. */
+    if (!a3s_builtin_load(L, r->src->text, len, chunkname) &&
+        luaL_loadbufferx(L, r->src->text, len, chunkname, "t") != LUA_OK)
         return lua_error(L);
     a3s_lua_state_set_chunk_env(L, -1, cache);
     lua_call(L, 0, 1);

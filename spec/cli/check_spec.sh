@@ -90,4 +90,23 @@ run_cli check "$pd/broken.lua" -w "$ws"
 check "broken policy: check exits 125" eq "$RC" 125
 check "broken policy: the policy's own error" contains "$ERR" "broken on purpose"
 
+# --- an error inside a policy module: named by the file it was read from and its line -------
+# (a shipped module's text is loaded as the chunk the build compiled from it; the messages
+# are those of the text compiled here, whichever file held it, and another text is compiled)
+line=$(grep -n 'return base \.\. "/" \.\. rel' "$A3S_SOURCE_DIR/policies/lib/path.lua" | cut -d: -f1)
+msg="attempt to concatenate a table value (local 'base')"
+printf 'require("lib.path").join({}, "x")\nreturn a3s.extend("baseline", "x")\n' >"$pd/inlib.lua"
+run_cli check "$pd/inlib.lua" -w "$ws"
+check "error in a shipped module: check exits 125" eq "$RC" 125
+check "error in a shipped module: its file and line" contains "$ERR" "/lib/path.lua:$line: $msg"
+mkdir -p "$pd/mine"
+cp "$A3S_SOURCE_DIR/policies/lib/path.lua" "$pd/mine/same.lua"
+{ cat "$A3S_SOURCE_DIR/policies/lib/path.lua"; printf -- '-- changed\n'; } >"$pd/mine/changed.lua"
+for m in same changed; do
+  printf 'require("mine.%s").join({}, "x")\nreturn a3s.extend("baseline", "x")\n' "$m" >"$pd/use-$m.lua"
+  A3S_SANDBOX_POLICY_PATH=$pd run_cli check "$pd/use-$m.lua" -w "$ws"
+  check "error in a module ($m text): its own file and line" contains "$ERR" \
+    "$pd/mine/$m.lua:$line: $msg"
+done
+
 finish
