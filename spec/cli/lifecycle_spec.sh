@@ -136,23 +136,24 @@ nothing_left "hanging bwrap"
 
 # --- a launcher that cannot fork the command: 125 ---------------------------------------
 pol=$(tmpdir)
-printf 'local plan = a3s.extend("baseline", "three-procs")\nplan:limits{ processes = 3 }\nreturn plan\n' >"$pol/three.lua"
+printf 'local plan = a3s.extend("baseline", "two-procs")\nplan:limits{ processes = 2 }\nreturn plan\n' >"$pol/two.lua"
 run_cli capabilities -w "$ws"
 can_pids=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["quotas"]["processes"]["enforceable"])' <<<"$OUT")
 audit2=$(tmpdir)/audit.jsonl
-run -w "$ws" -p "$pol/three.lua" --audit "$audit2" -t 30 -c "touch $ws/fork-ran"
-check "process quota 3: exit 125 (got $RC)" eq "$RC" 125
-check "process quota 3: nothing ran" test ! -e "$ws/fork-ran"
+run -w "$ws" -p "$pol/two.lua" --audit "$audit2" -t 30 -c "touch $ws/fork-ran"
+check "process quota 2: exit 125 (got $RC)" eq "$RC" 125
+check "process quota 2: nothing ran" test ! -e "$ws/fork-ran"
 if [ "$can_pids" = True ]; then
-  # bwrap, its pid 1 and the launcher make three: the launcher's fork fails (EAGAIN).
-  check "process quota 3: the message names the launcher" contains "$ERR" "launcher could not start the command"
-  check "process quota 3: and why" contains "$ERR" "Resource temporarily unavailable"
+  # bwrap and the launcher (the namespace's pid 1) make two: the launcher's fork fails
+  # (EAGAIN).
+  check "process quota 2: the message names the launcher" contains "$ERR" "launcher could not start the command"
+  check "process quota 2: and why" contains "$ERR" "Resource temporarily unavailable"
   id=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["execution_id"])' "$audit2")
-  check "process quota 3: the run's cgroup was removed" \
+  check "process quota 2: the run's cgroup was removed" \
     eq "$(find /sys/fs/cgroup -maxdepth 8 -type d -name "a3s-sandbox-$id" 2>/dev/null | wc -l)" 0
 else
   # No quota here: the run is refused before anything starts.
-  check "process quota 3 (no cgroup here): refused, naming the quota" contains "$ERR" "pids quota"
+  check "process quota 2 (no cgroup here): refused, naming the quota" contains "$ERR" "pids quota"
 fi
 nothing_left "launcher fork failure"
 finish
