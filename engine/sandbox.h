@@ -35,5 +35,11 @@ int a3s_sandbox_use_backend(a3s_sandbox *sb, a3s_backend *be, const char *fallba
  * plan_check; host: also its paths on this host). What a3s_sandbox_new does once, unless
  * opts->defer_policy, so that a broken policy fails there. 0, or -1 with err. */
 int a3s_sandbox_evaluate(a3s_sandbox *sb, bool host, a3s_error *err);
+/* Prepare the session's next command in this process ahead (linux-bwrap: its launcher,
+ * in the session's namespaces and its own, waiting for it): the next a3s_session_exec
+ * here takes it where that command's plan is the session's and no quota cgroup applies,
+ * and starts its own otherwise. For a process that serves one command and is idle until
+ * then (the CLI's spare session worker). 0, or -1 with err: nothing is prepared. */
+int a3s_session_warm(a3s_session *s, a3s_error *err);
 
 #endif

@@ -71,6 +71,17 @@ int a3s_session_exec(a3s_session *s, const a3s_exec_request *req, a3s_result *r,
     return a3s_sandbox_exec_in(s->sb, &s->ctx, req, r, err);
 }
 
+int a3s_session_warm(a3s_session *s, a3s_error *err)
+{
+    if (!s)
+        return a3s_fail(err, A3S_ERR_INVALID, "warm: the session is closed");
+    a3s_backend *be = s->sb->backend;
+    if (!be->ops->session_warm)
+        return a3s_fail(err, A3S_ERR_SETUP, "the %s backend prepares nothing ahead",
+                        be->ops->name);
+    return be->ops->session_warm(be, s->ctx.backend, err);
+}
+
 void a3s_session_close(a3s_session *s)
 {
     if (!s)

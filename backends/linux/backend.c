@@ -451,6 +451,7 @@ static const a3s_backend_ops linux_ops = {
     .probe_mediation = lb_probe_mediation,
     .session_open = a3s_linux_session_open,
     .session_close = a3s_linux_session_close,
+    .session_warm = a3s_linux_session_warm,
     .cache_open = lb_cache_open,
     .free = lb_free,
 };

@@ -206,20 +206,20 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     l.path = be->bwrap;
     l.argv = bargv;
     l.envp = empty_env; /* bwrap itself runs with nothing from the caller */
-    l.keep[0] = (a3s_fdmap){started[1], A3S_FD_STARTED};
-    l.keep[1] = (a3s_fdmap){status[1], A3S_FD_STATUS};
-    l.keep[2] = (a3s_fdmap){args_fd, A3S_FD_ARGS};
-    l.keep[3] = (a3s_fdmap){seccomp_fd, A3S_FD_SECCOMP};
-    l.keep[4] = (a3s_fdmap){setup_fd, A3S_FD_SETUP};
+    l.keep[0] = (a3s_fdmap){started[1], A3S_FD_STARTED, false};
+    l.keep[1] = (a3s_fdmap){status[1], A3S_FD_STATUS, false};
+    l.keep[2] = (a3s_fdmap){args_fd, A3S_FD_ARGS, false};
+    l.keep[3] = (a3s_fdmap){seccomp_fd, A3S_FD_SECCOMP, false};
+    l.keep[4] = (a3s_fdmap){setup_fd, A3S_FD_SETUP, false};
     l.nkeep = 5;
     if (cmd_filter_fd >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER};
+        l.keep[l.nkeep++] = (a3s_fdmap){cmd_filter_fd, A3S_FD_CMD_FILTER, false};
     if (channel_fd >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){channel_fd, A3S_FD_MEDIATOR};
+        l.keep[l.nkeep++] = (a3s_fdmap){channel_fd, A3S_FD_MEDIATOR, false};
     if (launch_img >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){launch_img, A3S_FD_LAUNCHER_IMAGE};
+        l.keep[l.nkeep++] = (a3s_fdmap){launch_img, A3S_FD_LAUNCHER_IMAGE, false};
     if (relay_img >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){relay_img, A3S_FD_RELAY_IMAGE};
+        l.keep[l.nkeep++] = (a3s_fdmap){relay_img, A3S_FD_RELAY_IMAGE, false};
     if (run->mapped) {
         /* a3s_exec_run consumes these too; the rootid namespace is the sandbox's. */
         int uns = fcntl(be->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0);
@@ -227,9 +227,9 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
             a3s_fail_errno(err, A3S_ERR_SETUP, errno, "exec: dup");
             goto out;
         }
-        l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT};
-        l.keep[l.nkeep++] = (a3s_fdmap){run->scratch_mnt, A3S_FD_SCRATCH_MOUNT};
-        l.keep[l.nkeep++] = (a3s_fdmap){uns, A3S_FD_USERNS};
+        l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT, false};
+        l.keep[l.nkeep++] = (a3s_fdmap){run->scratch_mnt, A3S_FD_SCRATCH_MOUNT, false};
+        l.keep[l.nkeep++] = (a3s_fdmap){uns, A3S_FD_USERNS, false};
         run->ws_mnt = run->scratch_mnt = -1;
     }
     l.started_fd = started[0];

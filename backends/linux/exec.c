@@ -1,4 +1,5 @@
 #include "exec.h"
+#include "warm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -279,6 +280,40 @@ static void kill_tree(pid_t pgid, int pidfd)
     }
 }
 
+pid_t a3s_exec_spawn(const a3s_launch *l, a3s_error *err)
+{
+    int ep[2] = {-1, -1};
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: %s", null_fd < 0 ? "/dev/null" : "pipe2");
+        if (null_fd >= 0)
+            close(null_fd);
+        close_keep(l);
+        return -1;
+    }
+    child_args ca = {.l = l, .parent = getpid(), .in_fd = null_fd, .out_fd = null_fd,
+                     .errout_fd = null_fd, .err_fd = ep[1]};
+    pid_t pid = spawn_child(&ca);
+    int e = errno;
+    close(ep[1]);
+    close(null_fd);
+    close_keep(l);
+    if (pid < 0) {
+        close(ep[0]);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, e, "spawn: clone");
+    }
+    int st[2];
+    ssize_t n = a3s_read_retry(ep[0], st, sizeof st);
+    close(ep[0]);
+    if (n == (ssize_t)sizeof st) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        return a3s_fail_errno(err, A3S_ERR_SETUP, st[1], "cannot start %s: %s", l->path,
+                              stage_name(st[0]));
+    }
+    return pid;
+}
+
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 {
     int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
@@ -370,7 +405,16 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     child_args ca = {.l = l, .parent = getpid(), .in_fd = in_fd,
                      .out_fd = tty ? tty_slave : out_p[1],
                      .errout_fd = tty ? tty_slave : errp[1], .err_fd = ep[1]};
-    pid = spawn_child(&ca);
+    /* A warm launcher takes the command as it is (it has executed already: no exec
+     * error to wait for); what it cannot take is started as without it. */
+    pid = l->warm ? a3s_warm_handover(l->warm, l, in_fd, ca.out_fd, ca.errout_fd) : -1;
+    if (pid > 0) {
+        close_fd(&ep[1]);
+    } else {
+        if (l->warm)
+            a3s_warm_discard(l->warm);
+        pid = spawn_child(&ca);
+    }
     if (pid < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: clone");
         goto out;

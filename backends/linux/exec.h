@@ -19,6 +19,7 @@
 typedef struct a3s_fdmap {
     int fd;     /* parent's fd */
     int target; /* number it gets in the child (>= 3), CLOEXEC cleared */
+    bool held;  /* a warm launcher (warm) has its own already: not handed over */
 } a3s_fdmap;
 
 typedef struct a3s_launch {
@@ -76,6 +77,9 @@ typedef struct a3s_launch {
      * and the sandbox's first process when bwrap's status reports it (may be NULL). */
     void (*on_pid)(void *ud, pid_t pid);
     void *pid_ud;
+    /* A warm launcher (warm.h) to hand the command to instead of starting one; when it
+     * cannot take it, it is discarded and one is started as without it. */
+    struct a3s_warm *warm;
 } a3s_launch;
 
 /* Run to completion. Returns 0 when the process was spawned and reaped (whatever its
@@ -83,5 +87,10 @@ typedef struct a3s_launch {
  * fds are consumed (closed on every path); started_fd, status_fd and stdin_fd stay owned
  * by the caller. */
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err);
+
+/* Start l's program as a3s_exec_run would, with /dev/null as its 0, 1 and 2, and return
+ * its pid once it has executed (the caller reaps it); -1 with err. The keep fds are
+ * consumed. */
+pid_t a3s_exec_spawn(const a3s_launch *l, a3s_error *err);
 
 #endif

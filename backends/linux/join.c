@@ -22,6 +22,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -31,6 +32,8 @@
 #include <unistd.h>
 
 #include "protocol.h"
+
+extern char **environ;
 
 #ifndef MOUNT_ATTR_SIZE_VER0
 #define MOUNT_ATTR_SIZE_VER0 32
@@ -313,4 +316,154 @@ int a3s_join_enter(void)
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &a, sizeof a) < 0)
         return fail("private mounts");
     return fresh_proc() < 0 || fresh_dev() < 0 ? -1 : 0;
+}
+
+/* ---- a warm launcher (protocol.h: A3S_FD_WARM) ------------------------------------------ */
+
+#define WARM_MAX_FDS 12
+
+/* The numbers a command's descriptors may take: its stdio and what a launcher started
+ * for it would have been given (protocol.h). */
+static bool warm_target_ok(int t)
+{
+    return t == 0 || t == 1 || t == 2 || t == A3S_FD_STARTED || t == A3S_FD_SECCOMP ||
+           t == A3S_FD_SETUP || t == A3S_FD_WS_MOUNT || t == A3S_FD_SCRATCH_MOUNT;
+}
+
+/* NUL-terminated strings from *p on (before end): a count, then that many strings, as a
+ * NULL-terminated vector pointing into the buffer. NULL when malformed. */
+static char **warm_strings(char **p, char *end)
+{
+    char *nul = memchr(*p, '\0', (size_t)(end - *p));
+    if (!nul || nul == *p)
+        return NULL;
+    char *stop;
+    errno = 0;
+    unsigned long n = strtoul(*p, &stop, 10);
+    if (errno || stop != nul || n > (size_t)(end - *p))
+        return NULL;
+    *p = nul + 1;
+    char **v = calloc(n + 1, sizeof *v);
+    for (unsigned long i = 0; v && i < n; i++) {
+        if (*p >= end || !(nul = memchr(*p, '\0', (size_t)(end - *p)))) {
+            free(v);
+            return NULL;
+        }
+        v[i] = *p;
+        *p = nul + 1;
+    }
+    return v;
+}
+
+/* The launcher argv and the environment from the sealed memfd fd (closed here). */
+static int warm_args(int fd, int *argc, char ***argv)
+{
+    struct stat st;
+    char *buf = NULL;
+    int rc = -1;
+    if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (64 << 20) ||
+        !(buf = malloc((size_t)st.st_size))) {
+        close(fd);
+        return fail("warm: the command's arguments");
+    }
+    size_t len = (size_t)st.st_size, have = 0;
+    while (have < len) {
+        ssize_t r = pread(fd, buf + have, len - have, (off_t)have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+    }
+    close(fd);
+    char *p = buf, *end = buf + have;
+    char **av = NULL, **env = NULL;
+    if (have == len && len > sizeof A3S_WARM_ARGS_MAGIC &&
+        !memcmp(p, A3S_WARM_ARGS_MAGIC, sizeof A3S_WARM_ARGS_MAGIC)) {
+        p += sizeof A3S_WARM_ARGS_MAGIC;
+        if ((av = warm_strings(&p, end)) && av[0] && (env = warm_strings(&p, end)) &&
+            p == end)
+            rc = 0;
+    }
+    if (rc < 0) {
+        free(av);
+        free(env);
+        free(buf);
+        errno = EINVAL;
+        return fail("warm: the command's arguments");
+    }
+    int n = 0;
+    while (av[n])
+        n++;
+    *argc = n;
+    *argv = av;
+    environ = env; /* the command's, as a launcher started for it would have had */
+    return 0;      /* buf stays: the vectors point into it */
+}
+
+int a3s_join_warm(int *argc, char ***argv)
+{
+    if (send(A3S_FD_WARM, "R", 1, MSG_NOSIGNAL) != 1)
+        return fail("warm: saying it is ready");
+    char payload[1 + sizeof(int) * WARM_MAX_FDS];
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * WARM_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {payload, sizeof payload};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    ssize_t r;
+    do
+        r = recvmsg(A3S_FD_WARM, &m, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r == 0)
+        _exit(0); /* its worker went away before any command came: nothing to say */
+    if (r < 0)
+        return fail("warm: waiting for the command");
+    int fds[WARM_MAX_FDS], tgt[WARM_MAX_FDS];
+    size_t nfd = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k && nfd < WARM_MAX_FDS; i++)
+            memcpy(&fds[nfd++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    }
+    size_t nt = r > 0 ? ((size_t)r - 1) / sizeof(int) : 0;
+    bool ok = !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && payload[0] == 'W' &&
+              ((size_t)r - 1) % sizeof(int) == 0 && nt == nfd;
+    memcpy(tgt, payload + 1, nt * sizeof(int));
+    int args = -1;
+    for (size_t i = 0; ok && i < nt; i++) {
+        for (size_t j = 0; j < i; j++)
+            ok = ok && tgt[j] != tgt[i];
+        if (tgt[i] == -1)
+            args = (int)i;
+        else
+            ok = ok && warm_target_ok(tgt[i]);
+    }
+    ok = ok && args >= 0;
+    /* Above every number first, so that placing one never closes another still to be
+     * placed. */
+    for (size_t i = 0; ok && i < nfd; i++) {
+        int hi = fcntl(fds[i], F_DUPFD_CLOEXEC, 64);
+        ok = hi >= 0;
+        if (ok) {
+            close(fds[i]);
+            fds[i] = hi;
+        }
+    }
+    for (size_t i = 0; ok && i < nfd; i++)
+        if (tgt[i] >= 0)
+            ok = dup2(fds[i], tgt[i]) == tgt[i];
+    for (size_t i = 0; i < nfd; i++)
+        if (!ok || (int)i != args)
+            close(fds[i]);
+    close(A3S_FD_WARM);
+    if (!ok) {
+        errno = EPROTO;
+        return fail("warm: the command's descriptors");
+    }
+    return warm_args(fds[args], argc, argv);
 }

@@ -15,4 +15,10 @@ int a3s_join_hold(bool with_net);
  * a message on stderr: the command must not run. */
 int a3s_join_enter(void);
 
+/* A warm launcher, in the child a3s_join_enter returned in: say "R" on A3S_FD_WARM, wait
+ * for the command (protocol.h), put its descriptors at their numbers, take its
+ * environment and return its launcher argv in *argv (argc in *argc). -1 with a message on
+ * stderr: the command must not run. */
+int a3s_join_warm(int *argc, char ***argv);
+
 #endif

@@ -264,23 +264,30 @@ static int launch(char **cmd)
     return report_status(status);
 }
 
-int main(int argc, char **argv)
+typedef struct flags {
+    bool setup, then_exec, join, hold, net, warm;
+} flags;
+
+/* The launcher's own options; returns the index of the program (argc: none). */
+static int parse_flags(int argc, char **argv, flags *f)
 {
-    bool setup = false, then_exec = false, join = false, hold = false, net = false;
     int i = 1;
+    memset(f, 0, sizeof *f);
     while (i < argc && argv[i][0] == '-' && argv[i][1] == '-') {
         if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc)
             i++; /* the run's tag: only there to be seen on the argv (see bwrap.h) */
         else if (strcmp(argv[i], "--setup") == 0)
-            setup = true;
+            f->setup = true;
         else if (strcmp(argv[i], "--exec") == 0)
-            then_exec = true;
+            f->then_exec = true;
         else if (strcmp(argv[i], "--join") == 0)
-            join = true;
+            f->join = true;
         else if (strcmp(argv[i], "--hold") == 0)
-            hold = true;
+            f->hold = true;
         else if (strcmp(argv[i], "--net") == 0)
-            net = true;
+            f->net = true;
+        else if (strcmp(argv[i], "--warm") == 0)
+            f->warm = true;
         else if (strcmp(argv[i], "--") == 0) {
             i++;
             break;
@@ -288,18 +295,41 @@ int main(int argc, char **argv)
             break;
         i++;
     }
-    if (hold && !setup && !join && i == argc)
-        return a3s_join_hold(net) < 0 ? A3S_EXIT_SETUP : 0;
-    if (i >= argc || (then_exec && !setup) || (join && !setup) || hold) {
-        fputs("usage: a3s-sandbox-launch [--join] [--setup [--exec] --] PROGRAM [ARG...]\n",
-              stderr);
+    return i;
+}
+
+static int usage(void)
+{
+    fputs("usage: a3s-sandbox-launch [--join [--warm]] [--setup [--exec] --] PROGRAM [ARG...]\n",
+          stderr);
+    return A3S_EXIT_SETUP;
+}
+
+int main(int argc, char **argv)
+{
+    flags f;
+    int i = parse_flags(argc, argv, &f);
+    if (f.hold && !f.setup && !f.join && !f.warm && i == argc)
+        return a3s_join_hold(f.net) < 0 ? A3S_EXIT_SETUP : 0;
+    /* A warm launcher (protocol.h: A3S_FD_WARM) is started without its command. */
+    if (f.warm && (!f.join || !f.setup || f.then_exec || f.hold || i != argc))
+        return usage();
+    if (!f.warm && (i >= argc || (f.then_exec && !f.setup) || (f.join && !f.setup) || f.hold))
+        return usage();
+    if (f.join && a3s_join_enter() < 0)
         return A3S_EXIT_SETUP;
+    if (f.warm) {
+        /* Its command came: go on as a launcher started for it, in the namespaces entered
+         * already (a session command's argv: --join --setup, never --warm or --hold). */
+        if (a3s_join_warm(&argc, &argv) < 0)
+            return A3S_EXIT_SETUP;
+        i = parse_flags(argc, argv, &f);
+        if (i >= argc || !f.join || !f.setup || f.then_exec || f.hold || f.warm)
+            return usage();
     }
-    if (join && a3s_join_enter() < 0)
+    if (f.setup && a3s_setup_run(f.then_exec) < 0)
         return A3S_EXIT_SETUP;
-    if (setup && a3s_setup_run(then_exec) < 0)
-        return A3S_EXIT_SETUP;
-    if (then_exec) {
+    if (f.then_exec) {
         execv(argv[i], argv + i);
         fprintf(stderr, "a3s-sandbox: setup: cannot start %s: %s\n", argv[i], strerror(errno));
         return A3S_EXIT_SETUP;

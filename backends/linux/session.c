@@ -29,6 +29,7 @@
 #include "linux_backend.h"
 #include "protocol.h"
 #include "trace.h"
+#include "warm.h"
 
 /* The holder must be up and gone within this. */
 #define A3S_SESSION_OPEN_MS 10000
@@ -37,6 +38,7 @@ struct a3s_backend_session {
     int ns[4];      /* user, mount, UTS, network (-1: the host's) */
     const a3s_plan *plan; /* the session's own (borrowed: the session outlives this) */
     int filter_fd;  /* its seccomp filter (memfd), reopened per command that runs it */
+    a3s_warm warm;  /* the next command's launcher, started ahead (in this process only) */
 };
 
 static void close_fd(int *fd)
@@ -51,6 +53,7 @@ void a3s_linux_session_close(a3s_backend *base, a3s_backend_session *s)
     (void)base;
     if (!s)
         return;
+    a3s_warm_discard(&s->warm);
     for (int i = 0; i < 4; i++)
         close_fd(&s->ns[i]);
     close_fd(&s->filter_fd);
@@ -131,6 +134,7 @@ int a3s_linux_session_open(a3s_backend *base, a3s_backend_run *run, a3s_backend_
     for (int i = 0; i < 4; i++)
         s->ns[i] = -1;
     s->filter_fd = -1;
+    s->warm = (a3s_warm)A3S_WARM_NONE;
     int rc = -1, sock[2] = {-1, -1}, status[2] = {-1, -1}, args_fd = -1, img = -1, uns = -1;
     a3s_strv args = {0};
     a3s_outcome o;
@@ -174,13 +178,13 @@ int a3s_linux_session_open(a3s_backend *base, a3s_backend_run *run, a3s_backend_
     l.argv = bargv;
     l.envp = empty_env;
     l.output_budget = 8192;
-    l.keep[l.nkeep++] = (a3s_fdmap){status[1], A3S_FD_STATUS};
-    l.keep[l.nkeep++] = (a3s_fdmap){args_fd, A3S_FD_ARGS};
-    l.keep[l.nkeep++] = (a3s_fdmap){sock[1], A3S_FD_HOLD};
+    l.keep[l.nkeep++] = (a3s_fdmap){status[1], A3S_FD_STATUS, false};
+    l.keep[l.nkeep++] = (a3s_fdmap){args_fd, A3S_FD_ARGS, false};
+    l.keep[l.nkeep++] = (a3s_fdmap){sock[1], A3S_FD_HOLD, false};
     if (img >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE};
+        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE, false};
     if (uns >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){uns, A3S_FD_USERNS};
+        l.keep[l.nkeep++] = (a3s_fdmap){uns, A3S_FD_USERNS, false};
     l.status_fd = status[0];
     status[1] = args_fd = sock[1] = img = uns = -1; /* a3s_exec_run consumes them */
     if (a3s_exec_run(&l, &o, err) < 0)
@@ -220,6 +224,49 @@ out:
     return 0;
 }
 
+int a3s_linux_session_warm(a3s_backend *base, a3s_backend_session *s, a3s_error *err)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    if (!s)
+        return a3s_fail(err, A3S_ERR_INVALID, "session: none");
+    if (s->warm.pid > 0)
+        return 0;
+    int img = -1, ns[4] = {-1, -1, -1, -1};
+    const char *launcher = launcher_of(be, &img, err);
+    if (!launcher)
+        return -1;
+    a3s_launch l;
+    memset(&l, 0, sizeof l);
+    static const int ns_target[4] = {A3S_FD_NS_USER, A3S_FD_NS_MNT, A3S_FD_NS_UTS,
+                                     A3S_FD_NS_NET};
+    for (int i = 0; i < 4; i++)
+        if (s->ns[i] >= 0 && (ns[i] = fcntl(s->ns[i], F_DUPFD_CLOEXEC, 0)) < 0) {
+            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
+            for (int j = 0; j < i; j++)
+                close_fd(&ns[j]);
+            close_fd(&img);
+            return -1;
+        }
+    if (img >= 0)
+        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE, false};
+    for (int i = 0; i < 4; i++)
+        if (ns[i] >= 0)
+            l.keep[l.nkeep++] = (a3s_fdmap){ns[i], ns_target[i], false};
+    /* As a launcher started for one of the session's commands (a3s_linux_launch_init):
+     * the plan's limits, in "/"; the command's environment comes with it. */
+    char *argv[] = {(char *)launcher, "--join", "--setup", "--warm", "--", NULL};
+    static char *const no_env[] = {NULL};
+    l.path = launcher;
+    l.argv = argv;
+    l.envp = no_env;
+    l.cwd = "/";
+    l.stdin_fd = l.started_fd = l.status_fd = l.cancel_fd = l.tty_fd = -1;
+    l.nofile = s->plan->limits.nofile;
+    l.core_bytes = s->plan->limits.core_bytes;
+    l.fsize = s->plan->limits.file_size_bytes;
+    return a3s_warm_start(&s->warm, &l, err); /* consumes the keep fds */
+}
+
 /* One command of the session: the launcher joins its namespaces on the host, under the
  * same supervisor as a fresh run's bubblewrap. */
 int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3s_run_io *io,
@@ -238,6 +285,11 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
         o->quota_refused = refused;
         return -1;
     }
+    /* The warm launcher (started ahead for the session's plan, without quota cgroups)
+     * takes the command unless this one needs another. */
+    bool warm = s->warm.pid > 0 && p == s->plan && l.ncgroup_fds == 0 && !l.tty;
+    if (!warm)
+        a3s_warm_discard(&s->warm);
     char path[32];
     /* The filter of this command's plan: the session's, read from an open file of its own
      * (its own offset), or, for a plan evaluated again, its own. */
@@ -267,19 +319,22 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     l.path = launcher;
     l.argv = run->cmd.v + 1;
     l.envp = run->env.v;
-    l.keep[l.nkeep++] = (a3s_fdmap){started[1], A3S_FD_STARTED};
-    l.keep[l.nkeep++] = (a3s_fdmap){filter, A3S_FD_SECCOMP};
-    l.keep[l.nkeep++] = (a3s_fdmap){setup_fd, A3S_FD_SETUP};
+    l.keep[l.nkeep++] = (a3s_fdmap){started[1], A3S_FD_STARTED, false};
+    l.keep[l.nkeep++] = (a3s_fdmap){filter, A3S_FD_SECCOMP, false};
+    l.keep[l.nkeep++] = (a3s_fdmap){setup_fd, A3S_FD_SETUP, false};
+    /* What a warm launcher holds already (its image, the session's namespaces) is
+     * passed only to a launcher started now. */
     if (img >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE};
+        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE, warm};
     static const int ns_target[4] = {A3S_FD_NS_USER, A3S_FD_NS_MNT, A3S_FD_NS_UTS,
                                      A3S_FD_NS_NET};
     for (int i = 0; i < 4; i++)
         if (ns[i] >= 0)
-            l.keep[l.nkeep++] = (a3s_fdmap){ns[i], ns_target[i]};
+            l.keep[l.nkeep++] = (a3s_fdmap){ns[i], ns_target[i], warm};
+    l.warm = warm ? &s->warm : NULL;
     if (run->mapped) {
-        l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT};
-        l.keep[l.nkeep++] = (a3s_fdmap){run->scratch_mnt, A3S_FD_SCRATCH_MOUNT};
+        l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT, false};
+        l.keep[l.nkeep++] = (a3s_fdmap){run->scratch_mnt, A3S_FD_SCRATCH_MOUNT, false};
         run->ws_mnt = run->scratch_mnt = -1;
     }
     l.started_fd = started[0];

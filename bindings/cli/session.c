@@ -245,6 +245,10 @@ static pid_t spare_start(int *ctl, int lfd, int owner, pid_t self, a3s_sandbox *
         close(sv_pipe[1]);
         if (owner >= 0)
             close(owner);
+        /* The command's launcher enters the session meanwhile (best effort: without it,
+         * the command starts its own). */
+        a3s_error werr = {0};
+        (void)a3s_session_warm(sess, &werr);
         a3s_prefault_writable();
         char *msg = NULL;
         size_t len = 0;

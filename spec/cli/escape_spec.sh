@@ -68,8 +68,9 @@ check "/proc/1 readable inside" eq "$RC" 0
 inside_init=$(sed -n 2p <<<"$OUT")
 check "PID 1 inside is not the host's init" test "$inside_init" != "$host_init"
 check "PID 1 inside does not show the host init command" not_contains "$inside_init" "${host_init%% *}"
-# bwrap in a fresh run; in a session's command, the launcher that joined the session.
-own_init() { case "$1" in *bwrap* | *" --join --setup "*) return 0 ;; esac; echo "#   $1"; return 1; }
+# The launcher: in a fresh run bwrap's --as-pid-1 makes it pid 1; in a session's command,
+# the launcher that joined the session. (bwrap's own reaper in a mediated run.)
+own_init() { case "$1" in *bwrap* | *" --setup "*) return 0 ;; esac; echo "#   $1"; return 1; }
 check "PID 1 inside is the sandbox's own init" own_init "$inside_init"
 check "only a handful of PIDs are visible inside" lt "$(sed -n 1p <<<"$OUT")" 10
 check "control: the host has more PIDs than that" test "$(ls /proc | grep -c '^[0-9]')" -ge 10

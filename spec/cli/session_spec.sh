@@ -311,7 +311,36 @@ check "exec in no session: 125, no such session" eq "$RC/$(contains "$ERR" "no s
 run_cli session exec ../../etc -c true
 check "an id that is not one: 125" eq "$RC" 125
 
+# --- the next command's launcher waits ready; whatever becomes of it, commands run ------
+# (While idle, the session's spare worker holds the next command's launcher, in the
+# session's namespaces and the command's own already; when it is gone, the command starts
+# one of its own.)
+tree_of() { local c; echo "$1"; for c in $(pgrep -P "$1"); do tree_of "$c"; done; }
+sv=$("$A3S" session list | sed -n "s/^$id pid=\([0-9]*\) .*/\1/p")
+warm_pids() { for p in $(tree_of "$sv"); do
+  tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--warm' && echo "$p"; done; }
+warm_soon() { for _ in $(seq 50); do [ -n "$(warm_pids)" ] && return 0; sleep 0.1; done; return 1; }
+check "a launcher waits for the next command" warm_soon
+ex -c 'tr "\0" " " </proc/1/cmdline; echo; echo "$PPID"'
+check "the command's pid 1 is the launcher that waited (its argv says so)" contains "$OUT" "--warm"
+check "... and the command is its child" eq "$(sed -n 2p <<<"$OUT")" 1
+warm_soon
+for p in $(warm_pids); do kill -KILL "$p" 2>/dev/null; done
+ex -c 'echo ran; tr "\0" " " </proc/1/cmdline'
+check "the waiting launcher killed: the command still runs" contains "$OUT" ran
+check "... under a launcher started for it" not_contains "$OUT" "--warm"
+warm_soon
+w=$(warm_pids)
+canary="warm-canary-$RANDOM$RANDOM"
+printf '%s' "$canary" >"$ws/.env.warm"
+ex -c 'cat .env.warm; echo done'
+check "a secret made while the launcher waited: masked in its command" not_contains "$(both)" "$canary"
+check "... the command ran" contains "$OUT" done
+
 # --- stop: nothing left -----------------------------------------------------------------
+warm_soon
+session_procs=$(tree_of "$sv")
+check "the session's processes include a waiting launcher" test -n "$(warm_pids)"
 ex -c 'echo "$TMPDIR"'
 scratch=$OUT
 check "the session's scratch dir exists on the host while it is open" test -d "$scratch"
@@ -322,7 +351,10 @@ ex -c true
 check "exec after stop: 125" eq "$RC" 125
 check "stop: the scratch dir is gone" test ! -e "$scratch"
 check "stop: no placeholder left in the workspace" \
-  eq "$(ls -A "$ws" | LC_ALL=C sort | tr '\n' ' ')" ".ENV.Local .env .env.inside .git kept.txt "
+  eq "$(ls -A "$ws" | LC_ALL=C sort | tr '\n' ' ')" ".ENV.Local .env .env.inside .env.warm .git kept.txt "
+none_alive() { local p; for p in $1; do kill -0 "$p" 2>/dev/null && { echo "#   $p lives"; return 1; }; done; return 0; }
+none_alive_soon() { for _ in $(seq 50); do none_alive "$1" >/dev/null && return 0; sleep 0.1; done; none_alive "$1"; }
+check "stop: no process of the session is left (its waiting launcher neither)" none_alive_soon "$session_procs"
 
 # --- SIGKILL of the supervisor: nothing left once the next run has swept ------------------
 ws2=$(tmpdir)
@@ -333,10 +365,16 @@ run_cli session exec "$id2" -c 'echo "$TMPDIR"'
 scratch2=$OUT
 ("$A3S" session exec "$id2" -c 'sleep 3019' >/dev/null 2>&1; echo $? >"$out/k.rc") &
 for _ in $(seq 50); do pgrep -f "sleep 3019" >/dev/null && break; sleep 0.1; done
+sv=$pid
+warm_soon
+killed_procs=$(tree_of "$pid")
+check "the killed session held a waiting launcher" test -n "$(warm_pids)"
 kill -KILL "$pid"
 wait
 check "a command running when its session was killed: 125" eq "$(cat "$out/k.rc")" 125
 check "a command running when its session was killed: its tree is gone" gone_soon "sleep 3019"
+check "SIGKILL of the supervisor: none of its processes is left (the waiting launcher neither)" \
+  none_alive_soon "$killed_procs"
 run_cli -w "$ws2" -- true
 check "the next run works" eq "$RC" 0
 check "after it: no placeholder left in the workspace" eq "$(ls -A "$ws2")" ""

@@ -168,7 +168,7 @@ static int status_run(const char *script, a3s_outcome *o, pid_log *seen)
                     .stdin_fd = -1, .started_fd = -1, .status_fd = sp[0], .timeout_ms = 10000,
                     .output_budget = 1024, .nofile = -1, .core_bytes = -1, .cancel_fd = -1,
                     .on_pid = log_pid, .pid_ud = seen};
-    l.keep[0] = (a3s_fdmap){sp[1], 4};
+    l.keep[0] = (a3s_fdmap){sp[1], 4, false};
     l.nkeep = 1;
     memset(seen, 0, sizeof *seen);
     a3s_error err = {0};
@@ -348,7 +348,7 @@ int main(void)
                      .started_fd = -1, .status_fd = -1, .timeout_ms = 5000,
                      .output_budget = 1024, .nofile = -1, .core_bytes = -1,
                      .cancel_fd = -1};
-    lk.keep[0] = (a3s_fdmap){p[1], 7};
+    lk.keep[0] = (a3s_fdmap){p[1], 7, false};
     lk.nkeep = 1;
     rc = a3s_exec_run(&lk, &r.o, &err);
     char buf[64] = {0};

@@ -1,0 +1,164 @@
+/* A session's warm launcher, the supervisor's side (warm.h). */
+#include "warm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "protocol.h"
+#include "util.h"
+
+/* How long a command waits for its warm launcher to be ready (it started when the
+ * previous command did: almost always it is). Past this, a launcher is started for it. */
+#define WARM_READY_MS 10000
+#define WARM_MAX_FDS 12
+
+int a3s_warm_start(a3s_warm *w, const a3s_launch *l, a3s_error *err)
+{
+    *w = (a3s_warm)A3S_WARM_NONE;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        for (size_t i = 0; i < l->nkeep; i++)
+            close(l->keep[i].fd);
+        return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "warm launcher: socketpair");
+    }
+    a3s_launch with = *l;
+    if (with.nkeep == A3S_EXEC_MAX_KEEP) {
+        close(sv[0]);
+        close(sv[1]);
+        for (size_t i = 0; i < l->nkeep; i++)
+            close(l->keep[i].fd);
+        return a3s_fail(err, A3S_ERR_INTERNAL, "warm launcher: too many descriptors");
+    }
+    with.keep[with.nkeep++] = (a3s_fdmap){sv[1], A3S_FD_WARM, false};
+    pid_t pid = a3s_exec_spawn(&with, err); /* consumes the keep fds, sv[1] too */
+    if (pid < 0) {
+        close(sv[0]);
+        return -1;
+    }
+    w->pid = pid;
+    w->ctl = sv[0];
+    return 0;
+}
+
+/* A sealed memfd: the magic, then the argv and the environment, each a count and its
+ * NUL-terminated strings (protocol.h). */
+static int args_memfd(char *const *argv, char *const *envp)
+{
+    size_t len = sizeof A3S_WARM_ARGS_MAGIC, n[2] = {0, 0};
+    char *const *v[2] = {argv, envp};
+    for (int k = 0; k < 2; k++)
+        for (; v[k] && v[k][n[k]]; n[k]++)
+            len += strlen(v[k][n[k]]) + 1;
+    len += 2 * 24;
+    char *buf = malloc(len);
+    if (!buf)
+        return -1;
+    size_t off = 0;
+    memcpy(buf, A3S_WARM_ARGS_MAGIC, sizeof A3S_WARM_ARGS_MAGIC);
+    off += sizeof A3S_WARM_ARGS_MAGIC;
+    for (int k = 0; k < 2; k++) {
+        off += (size_t)snprintf(buf + off, len - off, "%zu", n[k]) + 1;
+        for (size_t i = 0; i < n[k]; i++) {
+            size_t s = strlen(v[k][i]) + 1;
+            memcpy(buf + off, v[k][i], s);
+            off += s;
+        }
+    }
+    int fd = memfd_create("a3s-warm-args", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd >= 0 && (a3s_write_all(fd, buf, off) < 0 ||
+                    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
+                                               F_SEAL_SEAL) < 0)) {
+        close(fd);
+        fd = -1;
+    }
+    free(buf);
+    return fd;
+}
+
+/* Its "R": it has entered the session and made the command's namespaces. */
+static bool ready(int ctl)
+{
+    struct pollfd p = {ctl, POLLIN, 0};
+    int r;
+    do
+        r = poll(&p, 1, WARM_READY_MS);
+    while (r < 0 && errno == EINTR);
+    char c = 0;
+    return r == 1 && recv(ctl, &c, 1, MSG_DONTWAIT) == 1 && c == 'R';
+}
+
+pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,
+                        int errout_fd)
+{
+    if (w->pid <= 0 || w->ctl < 0 || !ready(w->ctl))
+        return -1;
+    int fds[WARM_MAX_FDS], tgt[WARM_MAX_FDS];
+    size_t n = 0;
+    int std[3] = {in_fd, out_fd, errout_fd};
+    for (int k = 0; k < 3; k++) {
+        fds[n] = std[k];
+        tgt[n++] = k;
+    }
+    for (size_t i = 0; i < l->nkeep; i++) {
+        if (l->keep[i].held)
+            continue;
+        if (n + 1 >= WARM_MAX_FDS)
+            return -1;
+        fds[n] = l->keep[i].fd;
+        tgt[n++] = l->keep[i].target;
+    }
+    int args = args_memfd(l->argv, l->envp);
+    if (args < 0)
+        return -1;
+    fds[n] = args;
+    tgt[n++] = -1;
+    char payload[1 + sizeof tgt];
+    payload[0] = 'W';
+    memcpy(payload + 1, tgt, n * sizeof(int));
+    union {
+        char buf[CMSG_SPACE(sizeof fds)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct iovec iov = {payload, 1 + n * sizeof(int)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+    ssize_t s;
+    do
+        s = sendmsg(w->ctl, &m, MSG_NOSIGNAL);
+    while (s < 0 && errno == EINTR);
+    close(args);
+    if (s != (ssize_t)iov.iov_len)
+        return -1;
+    pid_t pid = w->pid;
+    close(w->ctl);
+    *w = (a3s_warm)A3S_WARM_NONE;
+    return pid;
+}
+
+void a3s_warm_discard(a3s_warm *w)
+{
+    if (w->ctl >= 0)
+        close(w->ctl); /* an idle one ends by itself on this */
+    if (w->pid > 0) {
+        (void)kill(w->pid, SIGKILL);
+        while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
+    *w = (a3s_warm)A3S_WARM_NONE;
+}
