@@ -79,6 +79,8 @@ own = [  # file, type, what it is, installed
     ("a3s_sandbox.so", "library", "the Lua module (require \"a3s_sandbox\")", True),
     ("liba3s_core.a", "library", "static library of the layers, linked into the CLI and the Lua module", False),
     ("liba3s_engine_only.a", "library", "static library of the engine alone (its unit tests)", False),
+    ("a3s-embed-policies", "application", "build-time generator of the shipped policies' text "
+     "and compiled chunks, built into the CLI and the libraries (never installed)", False),
 ] + [(h, "application", "helper program, embedded in the CLI and the libraries", False)
      for h in helpers]
 known = {f for f, *_ in own} | {"liba3s_sandbox.so", "liba3s_sandbox.so.0"}
