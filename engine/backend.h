@@ -176,6 +176,8 @@ typedef struct a3s_backend_ops {
     /* Prepare what the session's next command in this process needs ahead (NULL, or -1
      * with err: nothing is, and the command prepares it all as before). */
     int (*session_warm)(a3s_backend *be, a3s_backend_session *s, a3s_error *err);
+    /* Release what session_warm prepared, in this process (NULL: nothing to release). */
+    void (*session_unwarm)(a3s_backend *be, a3s_backend_session *s);
     /* A directory for what the engine keeps between runs (the policy digests): the
      * caller's alone and never writable by a command. Returns its fd (O_CLOEXEC), or -1:
      * nothing is kept (a cache miss each time). NULL: no such directory. */

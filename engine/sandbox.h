@@ -41,5 +41,8 @@ int a3s_sandbox_evaluate(a3s_sandbox *sb, bool host, a3s_error *err);
  * and starts its own otherwise. For a process that serves one command and is idle until
  * then (the CLI's spare session worker). 0, or -1 with err: nothing is prepared. */
 int a3s_session_warm(a3s_session *s, a3s_error *err);
+/* Release what a3s_session_warm prepared in this process (its launcher stopped and
+ * reaped), before a process that prepared it leaves without a command. */
+void a3s_session_unwarm(a3s_session *s);
 
 #endif

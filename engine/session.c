@@ -82,6 +82,13 @@ int a3s_session_warm(a3s_session *s, a3s_error *err)
     return be->ops->session_warm(be, s->ctx.backend, err);
 }
 
+void a3s_session_unwarm(a3s_session *s)
+{
+    a3s_backend *be = s ? s->sb->backend : NULL;
+    if (be && be->ops->session_unwarm)
+        be->ops->session_unwarm(be, s->ctx.backend);
+}
+
 void a3s_session_close(a3s_session *s)
 {
     if (!s)

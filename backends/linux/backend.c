@@ -452,6 +452,7 @@ static const a3s_backend_ops linux_ops = {
     .session_open = a3s_linux_session_open,
     .session_close = a3s_linux_session_close,
     .session_warm = a3s_linux_session_warm,
+    .session_unwarm = a3s_linux_session_unwarm,
     .cache_open = lb_cache_open,
     .free = lb_free,
 };

@@ -101,8 +101,11 @@ static int reap_as_init(pid_t cmd, int sfd)
         }
         int status;
         pid_t w;
+        /* Only an end counts: a child that made this process its tracer (PTRACE_TRACEME)
+         * reports its stops here too, and a stopped command has not ended (it waits for
+         * the deadline, as any stopped command does). */
         while ((w = waitpid(-1, &status, WNOHANG)) > 0)
-            if (w == cmd)
+            if (w == cmd && (WIFEXITED(status) || WIFSIGNALED(status)))
                 return report_status(status);
         if (w < 0 && errno == ECHILD)
             return A3S_EXIT_SETUP;

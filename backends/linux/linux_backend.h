@@ -83,6 +83,7 @@ int a3s_linux_session_open(a3s_backend *be, a3s_backend_run *run, a3s_backend_se
                            a3s_error *err);
 void a3s_linux_session_close(a3s_backend *be, a3s_backend_session *s);
 int a3s_linux_session_warm(a3s_backend *be, a3s_backend_session *s, a3s_error *err);
+void a3s_linux_session_unwarm(a3s_backend *be, a3s_backend_session *s);
 int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3s_run_io *io,
                            a3s_outcome *o, a3s_error *err);
 

@@ -267,6 +267,13 @@ int a3s_linux_session_warm(a3s_backend *base, a3s_backend_session *s, a3s_error 
     return a3s_warm_start(&s->warm, &l, err); /* consumes the keep fds */
 }
 
+void a3s_linux_session_unwarm(a3s_backend *base, a3s_backend_session *s)
+{
+    (void)base;
+    if (s)
+        a3s_warm_discard(&s->warm);
+}
+
 /* One command of the session: the launcher joins its namespaces on the host, under the
  * same supervisor as a fresh run's bubblewrap. */
 int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3s_run_io *io,

@@ -19,7 +19,7 @@
 
 /* How long a command waits for its warm launcher to be ready (it started when the
  * previous command did: almost always it is). Past this, a launcher is started for it. */
-#define WARM_READY_MS 10000
+#define WARM_READY_MS 2000
 #define WARM_MAX_FDS 12
 
 int a3s_warm_start(a3s_warm *w, const a3s_launch *l, a3s_error *err)
@@ -85,22 +85,25 @@ static int args_memfd(char *const *argv, char *const *envp)
     return fd;
 }
 
-/* Its "R": it has entered the session and made the command's namespaces. */
-static bool ready(int ctl)
+/* Its "R": it has entered the session and made the command's namespaces. Not waited
+ * for once the command is cancelled (cancel_fd readable: the launcher started instead
+ * is killed at once). */
+static bool ready(int ctl, int cancel_fd)
 {
-    struct pollfd p = {ctl, POLLIN, 0};
+    struct pollfd p[2] = {{ctl, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
     int r;
     do
-        r = poll(&p, 1, WARM_READY_MS);
+        r = poll(p, cancel_fd >= 0 ? 2 : 1, WARM_READY_MS);
     while (r < 0 && errno == EINTR);
     char c = 0;
-    return r == 1 && recv(ctl, &c, 1, MSG_DONTWAIT) == 1 && c == 'R';
+    return r > 0 && !(cancel_fd >= 0 && p[1].revents) && (p[0].revents & POLLIN) &&
+           recv(ctl, &c, 1, MSG_DONTWAIT) == 1 && c == 'R';
 }
 
 pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,
                         int errout_fd)
 {
-    if (w->pid <= 0 || w->ctl < 0 || !ready(w->ctl))
+    if (w->pid <= 0 || w->ctl < 0 || !ready(w->ctl, l->cancel_fd))
         return -1;
     int fds[WARM_MAX_FDS], tgt[WARM_MAX_FDS];
     size_t n = 0;

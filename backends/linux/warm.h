@@ -25,7 +25,8 @@ int a3s_warm_start(a3s_warm *w, const a3s_launch *l, a3s_error *err);
 
 /* Hand it the command: in_fd, out_fd and errout_fd as its 0, 1 and 2, l's keep fds it
  * does not hold yet (not .held) at their numbers (all of l's keep fds stay the caller's),
- * l's argv and envp. Waits (bounded) until it is ready. Returns its pid, the command's
+ * l's argv and envp. Waits until it is ready (2 s at most; not once l's cancel_fd is
+ * readable). Returns its pid, the command's
  * launcher now and the caller's to supervise (w is none after); -1: it could not take it
  * (w is unchanged). */
 pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,

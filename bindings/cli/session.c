@@ -113,6 +113,14 @@ static char *json_strv_get(json_t *a, const char ***out, size_t *n)
     return NULL;
 }
 
+/* A worker's end: a launcher started ahead for its command and not used is stopped
+ * and reaped first (it would otherwise die only after this process, unreaped). */
+static __attribute__((noreturn)) void worker_exit(a3s_session *sess, int rc)
+{
+    a3s_session_unwarm(sess);
+    _exit(rc);
+}
+
 static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_session *sess,
                                             pid_t daemon)
 {
@@ -133,7 +141,7 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
     struct timeval tv = {10, 0};
     (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (a3s_sio_recv(conn, &req, &len, fds, 3) < 0)
-        _exit(EXIT_REFUSED);
+        worker_exit(sess, EXIT_REFUSED);
     json_error_t je;
     json_t *j = json_loadb(req, len, 0, &je);
     const char *op = json_string_value(json_object_get(j, "op"));
@@ -141,7 +149,7 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
         if (getppid() == daemon)
             (void)kill(daemon, SIGTERM);
         (void)a3s_sio_send_rc(conn, 0);
-        _exit(0);
+        worker_exit(sess, 0);
     }
     cli c;
     memset(&c, 0, sizeof c);
@@ -170,7 +178,7 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
         if (fds[2] >= 0)
             dprintf(fds[2], "a3s-sandbox: session: %s\n", bad);
         (void)a3s_sio_send_rc(conn, EXIT_REFUSED);
-        _exit(EXIT_REFUSED);
+        worker_exit(sess, EXIT_REFUSED);
     }
     c.argv = (char **)argv;
     c.shell_command = argv ? NULL : json_string_value(cmd);
@@ -204,18 +212,18 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
     if (grc < 0) {
         dprintf(fds[2], "a3s-sandbox: session: %s\n", gerr.msg);
         (void)a3s_sio_send_rc(conn, EXIT_REFUSED);
-        _exit(EXIT_REFUSED);
+        worker_exit(sess, EXIT_REFUSED);
     }
     /* The client's descriptors are this command's 0, 1 and 2. */
     for (int k = 0; k < 3; k++)
         if (dup2(fds[k], k) < 0)
-            _exit(EXIT_REFUSED);
+            worker_exit(sess, EXIT_REFUSED);
     describe(sb, &c);
     rc = cli_run(sb, sess, &c, closed, conn);
     fflush(stdout);
     fflush(stderr);
     (void)a3s_sio_send_rc(conn, rc);
-    _exit(rc);
+    worker_exit(sess, rc);
 }
 
 /* A spare worker: forked while the session waits, so a request finds a worker whose
@@ -253,8 +261,11 @@ static pid_t spare_start(int *ctl, int lfd, int owner, pid_t self, a3s_sandbox *
         char *msg = NULL;
         size_t len = 0;
         int conn = -1;
-        if (a3s_sio_recv(sv[1], &msg, &len, &conn, 1) < 0 || conn < 0)
+        if (a3s_sio_recv(sv[1], &msg, &len, &conn, 1) < 0 || conn < 0) {
+            /* Not needed after all: its launcher is gone before the supervisor reaps it. */
+            a3s_session_unwarm(sess);
             _exit(0);
+        }
         free(msg);
         close(sv[1]);
         worker(conn, sb, sess, self);

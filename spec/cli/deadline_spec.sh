@@ -159,4 +159,17 @@ run_cli -w "$ws" -t 0.2 -c "$marker & wait"
 check "timed-out marker: exit 124" eq "$RC" 124
 check "timed-out marker: no process left on the host" eq "$(host_procs "$marker")" ""
 
+# A command that makes its parent, the launcher (pid 1), its tracer and stops: the run
+# happened (what it wrote stays), so its end is never "the sandbox could not be set up"
+# (125, nothing ran): the stopped command waits for the deadline, as any stopped one.
+rm -f "$ws/traced.txt"
+run_cli -w "$ws" --json -t 1 -c 'echo wrote >traced.txt; exec python3 -c "
+import ctypes, os, signal
+ctypes.CDLL(None, use_errno=True).ptrace(0, 0, None, None)
+os.kill(os.getpid(), signal.SIGSTOP)
+print(\"continued\")"'
+check "traced and stopped: the command ran (its file is there)" test -e "$ws/traced.txt"
+check "traced and stopped: exit 124, not 125 (got $RC)" eq "$RC" 124
+check "traced and stopped: timed_out in the result" eq "$(jv 'd["timed_out"]')" true
+
 finish
