@@ -1,4 +1,5 @@
 #include "exec.h"
+#include "bwstatus.h"
 #include "warm.h"
 
 #include <errno.h>
@@ -221,46 +222,6 @@ static const char *stage_name(int stage)
     }
 }
 
-/* One line of bwrap's --json-status-fd: a JSON object, {"child-pid": N, ...} once the
- * namespaces exist and {"exit-code": N} at the end. Only top-level integer members count
- * (a child-pid must be a positive pid_t); other keys are ignored, and so is a line that
- * is not one JSON object. */
-static void status_line(const a3s_launch *l, const char *line, size_t n, a3s_outcome *o)
-{
-    json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return;
-    }
-    json_t *cp = json_object_get(j, "child-pid");
-    if (json_is_integer(cp) && json_integer_value(cp) > 0 && json_integer_value(cp) <= INT_MAX) {
-        o->ns_started = true;
-        if (l->on_pid)
-            l->on_pid(l->pid_ud, (pid_t)json_integer_value(cp));
-    }
-    json_t *ec = json_object_get(j, "exit-code");
-    if (json_is_integer(ec) && json_integer_value(ec) >= INT_MIN &&
-        json_integer_value(ec) <= INT_MAX)
-        o->reported_exit = (int)json_integer_value(ec);
-    json_decref(j);
-}
-
-/* Parse the complete lines in buf[0..*len); an incomplete last line stays for the next
- * read. */
-static void parse_status(const a3s_launch *l, char *buf, size_t *len, a3s_outcome *o)
-{
-    char *start = buf, *nl;
-    while ((nl = memchr(start, '\n', *len - (size_t)(start - buf))) != NULL) {
-        status_line(l, start, (size_t)(nl - start), o);
-        start = nl + 1;
-    }
-    size_t rest = *len - (size_t)(start - buf);
-    memmove(buf, start, rest);
-    *len = rest;
-}
-
-/* The keep fds belong to this call: the parent's copies must go, or pipe EOFs (the
- * started marker, bwrap's status) would never arrive. */
 static void close_keep(const a3s_launch *l)
 {
     for (size_t i = 0; i < l->nkeep; i++)
@@ -268,17 +229,24 @@ static void close_keep(const a3s_launch *l)
             close(l->keep[i].fd);
 }
 
-static void kill_tree(pid_t pgid, int pidfd)
+/* ns_pidfd: the sandbox's first process (pid 1 of its pid namespace), or -1. */
+static void kill_tree(pid_t pgid, int pidfd, int ns_pidfd)
 {
     /* The group first (stragglers outside bwrap's pid namespace in process-host mode),
-     * then the top process: with bwrap that tears down the whole pid namespace. */
+     * then the top process, then the namespace's pid 1: its end tears the whole pid
+     * namespace down (bwrap's death alone does not always end it: the launcher's
+     * parent-death signal is not kept by every identity switch). */
     if (kill(-pgid, SIGKILL) < 0 && errno != ESRCH) {
-        /* nothing more to do: the pidfd signal below still applies */
+        /* nothing more to do: the pidfd signals below still apply */
     }
     if (sys_pidfd_send_signal(pidfd, SIGKILL) < 0 && errno != ESRCH) {
         /* already reaped or gone */
     }
+    if (ns_pidfd >= 0 && sys_pidfd_send_signal(ns_pidfd, SIGKILL) < 0 && errno != ESRCH) {
+        /* gone with bwrap */
+    }
 }
+
 
 pid_t a3s_exec_spawn(const a3s_launch *l, a3s_error *err)
 {
@@ -317,7 +285,7 @@ pid_t a3s_exec_spawn(const a3s_launch *l, a3s_error *err)
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 {
     int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
-    int null_fd = -1, pidfd = -1, tfd = -1, tty_slave = -1;
+    int null_fd = -1, pidfd = -1, ns_pidfd = -1, tfd = -1, tty_slave = -1;
     int rc = -1;
     bool keep_closed = false;
     pid_t pid = -1;
@@ -471,7 +439,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         *l->deadline_out = (int64_t)a3s_now_ms() + ms;
     if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: timerfd_settime");
-        kill_tree(pid, pidfd);
+        kill_tree(pid, pidfd, ns_pidfd);
         (void)waitpid(pid, NULL, 0);
         reaped = true;
         goto out;
@@ -480,7 +448,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     /* Our own pipe, not shared with anyone: non-blocking writes are safe here. */
     if (in_p[1] >= 0 && fcntl(in_p[1], F_SETFL, O_NONBLOCK) < 0) {
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "spawn: fcntl(O_NONBLOCK)");
-        kill_tree(pid, pidfd);
+        kill_tree(pid, pidfd, ns_pidfd);
         goto out;
     }
     if (in_p[1] >= 0 && feed.src < 0 && feed.left == 0)
@@ -571,7 +539,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             if (errno == EINTR)
                 continue;
             a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "supervise: poll");
-            kill_tree(pid, pidfd);
+            kill_tree(pid, pidfd, ns_pidfd);
             goto out;
         }
         if (pr == 0)
@@ -599,7 +567,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                             /* no deadline for the command: fail closed, kill it now */
                             killed = true;
                             o->timed_out = true;
-                            kill_tree(pid, pidfd);
+                            kill_tree(pid, pidfd, ns_pidfd);
                         }
                     }
                 }
@@ -653,7 +621,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                     /* Stop now: kill the tree, then finish like a deadline kill. */
                     o->aborted = true;
                     killed = true;
-                    kill_tree(pid, pidfd);
+                    kill_tree(pid, pidfd, ns_pidfd);
                     if (exited)
                         exit_ms = a3s_now_ms();
                 }
@@ -667,7 +635,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             if (a3s_mirror_step(&m, k, pf[idx_m[k]].revents) < 0 && !o->output_closed) {
                 o->output_closed = true;
                 killed = true;
-                kill_tree(pid, pidfd);
+                kill_tree(pid, pidfd, ns_pidfd);
                 if (exited)
                     exit_ms = a3s_now_ms();
             }
@@ -677,7 +645,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                              sizeof status_buf - 1 - status_len);
             if (r > 0) {
                 status_len += (size_t)r;
-                parse_status(l, status_buf, &status_len, o);
+                a3s_bwstatus_parse(l, status_buf, &status_len, o, pid, &ns_pidfd);
                 if (status_len == sizeof status_buf - 1)
                     status_len = 0; /* an overlong line is not ours to parse */
             } else if (r == 0 || errno != EINTR) {
@@ -707,7 +675,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         if (idx_c >= 0 && (pf[idx_c].revents & (POLLIN | POLLHUP | POLLERR))) {
             o->aborted = true;
             killed = true;
-            kill_tree(pid, pidfd);
+            kill_tree(pid, pidfd, ns_pidfd);
             if (exited)
                 exit_ms = a3s_now_ms();
         }
@@ -721,7 +689,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                 o->setup_timed_out = true; /* the command never started */
             else
                 o->timed_out = !exited;
-            kill_tree(pid, pidfd);
+            kill_tree(pid, pidfd, ns_pidfd);
             if (exited)
                 exit_ms = a3s_now_ms();
         }
@@ -731,7 +699,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             a3s_trace_mark("sandbox (bwrap, setup step, launcher, command) exited");
             if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0) {
                 a3s_fail_errno(err, A3S_ERR_INTERNAL, errno, "supervise: waitid");
-                kill_tree(pid, pidfd);
+                kill_tree(pid, pidfd, ns_pidfd);
                 goto out;
             }
             reaped = true;
@@ -741,8 +709,10 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             o->wait_status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8
                                                       : (si.si_status & 0x7f);
             /* Nothing of the tree may outlive the top process: kill the group now; the
-             * pid namespace (bwrap) is torn down by the kernel already. */
+             * pid namespace (bwrap) is torn down by the kernel already, or now. */
             (void)kill(-pid, SIGKILL);
+            if (ns_pidfd >= 0)
+                (void)sys_pidfd_send_signal(ns_pidfd, SIGKILL);
             if (!killed) {
                 /* Keep reading until EOF, but never past the deadline. */
             } else {
@@ -765,7 +735,7 @@ out:
     if (!keep_closed)
         close_keep(l);
     if (!reaped && pid > 0) {
-        kill_tree(pid, pidfd >= 0 ? pidfd : -1);
+        kill_tree(pid, pidfd >= 0 ? pidfd : -1, ns_pidfd);
         (void)waitpid(pid, NULL, 0);
     }
     close_fd(&out_p[0]);
@@ -779,6 +749,7 @@ out:
     close_fd(&null_fd);
     close_fd(&tty_slave);
     close_fd(&pidfd);
+    close_fd(&ns_pidfd);
     close_fd(&tfd);
     free(buf);
     free(feed.buf);

@@ -197,6 +197,14 @@ static int launch(char **cmd)
         fprintf(stderr, "a3s-sandbox: setup: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
         return A3S_EXIT_SETUP;
     }
+    /* Dies with the process that started it (bwrap, killed at the deadline; a session's
+     * joining launcher): as the pid namespace's init, its end ends the whole tree at
+     * once, not once the supervisor stops waiting (the lifeline below). Set here: the
+     * identity switch of the setup step clears the parent-death signal. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+        fprintf(stderr, "a3s-sandbox: setup: prctl(PR_SET_PDEATHSIG): %s\n", strerror(errno));
+        return A3S_EXIT_SETUP;
+    }
     if (write(A3S_FD_STARTED, "S", 1) != 1)
         return A3S_EXIT_SETUP;
 
