@@ -366,7 +366,10 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
     pid_t self = getpid(), spare = -1;
     int spare_ctl = -1;
     while (!sv_stop) {
-        if (spare < 0 && nworkers < MAX_WORKERS)
+        /* The spare (and the next command's launcher it starts) is made while no
+         * command runs: made beside a running one, its work slowed that command down by
+         * as much as it saved the next (2 CPUs). */
+        if (spare < 0 && nworkers == 0)
             spare = spare_start(&spare_ctl, lfd, owner, self, sb, sess);
         struct pollfd pf[3] = {{lfd, POLLIN, 0}, {sv_pipe[0], POLLIN, 0}, {owner, POLLIN, 0}};
         int pr = poll(pf, owner >= 0 ? 3 : 2, -1);
