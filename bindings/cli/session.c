@@ -113,6 +113,33 @@ static char *json_strv_get(json_t *a, const char ***out, size_t *n)
     return NULL;
 }
 
+/* A fork with SIGTERM blocked: until the child has its own disposition, a SIGTERM (the
+ * supervisor stopping) stays pending for it instead of running the supervisor's handler
+ * in the child, which only sets a flag there (the command would run on unstopped). */
+static pid_t term_blocked_fork(void)
+{
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    if (sigprocmask(SIG_BLOCK, &term, &old) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid != 0) {
+        int e = errno;
+        (void)sigprocmask(SIG_SETMASK, &old, NULL);
+        errno = e;
+    }
+    return pid;
+}
+
+static void unblock_term(void)
+{
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    (void)sigprocmask(SIG_UNBLOCK, &term, NULL);
+}
+
 /* A worker's end: a launcher started ahead for its command and not used is stopped
  * and reaped first (it would otherwise die only after this process, unreaped). */
 static __attribute__((noreturn)) void worker_exit(a3s_session *sess, int rc)
@@ -137,6 +164,9 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGCHLD, SIG_DFL);
+    /* Forked with SIGTERM blocked (term_blocked_fork): a stop that came meanwhile is
+     * delivered now, to this handler, not lost in the supervisor's. */
+    unblock_term();
     /* A connection that sends no request within 10 s holds no worker longer. */
     struct timeval tv = {10, 0};
     (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -238,12 +268,13 @@ static pid_t spare_start(int *ctl, int lfd, int owner, pid_t self, a3s_sandbox *
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
-    pid_t pid = fork();
+    pid_t pid = term_blocked_fork();
     if (pid == 0) {
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
             _exit(EXIT_REFUSED);
         /* Idle, it dies of the supervisor's SIGTERM at stop; the worker sets its own. */
         signal(SIGTERM, SIG_DFL);
+        unblock_term();
         signal(SIGINT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
         signal(SIGCHLD, SIG_DFL);
@@ -418,7 +449,7 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
             }
             spare = -1;
         }
-        pid_t pid = fork();
+        pid_t pid = term_blocked_fork();
         if (pid == 0) {
             /* A worker never outlives its supervisor (the session's owner): its command
              * is killed with it (the launcher dies with the worker). */

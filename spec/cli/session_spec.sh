@@ -363,7 +363,8 @@ pid=$("$A3S" session list | sed -n "s/^$id2 pid=\([0-9]*\) .*/\1/p")
 check "the killed session's supervisor is known ($pid)" test -n "$pid"
 run_cli session exec "$id2" -c 'echo "$TMPDIR"'
 scratch2=$OUT
-("$A3S" session exec "$id2" -c 'sleep 3019' >/dev/null 2>&1; echo $? >"$out/k.rc") &
+kdir=$(tmpdir) # ($out holds a command's output by now)
+("$A3S" session exec "$id2" -c 'sleep 3019' >/dev/null 2>&1; echo $? >"$kdir/k.rc") &
 for _ in $(seq 50); do pgrep -f "sleep 3019" >/dev/null && break; sleep 0.1; done
 sv=$pid
 warm_soon
@@ -371,7 +372,7 @@ killed_procs=$(tree_of "$pid")
 check "the killed session held a waiting launcher" test -n "$(warm_pids)"
 kill -KILL "$pid"
 wait
-check "a command running when its session was killed: 125" eq "$(cat "$out/k.rc")" 125
+check "a command running when its session was killed: 125" eq "$(cat "$kdir/k.rc")" 125
 check "a command running when its session was killed: its tree is gone" gone_soon "sleep 3019"
 check "SIGKILL of the supervisor: none of its processes is left (the waiting launcher neither)" \
   none_alive_soon "$killed_procs"
@@ -380,6 +381,63 @@ check "the next run works" eq "$RC" 0
 check "after it: no placeholder left in the workspace" eq "$(ls -A "$ws2")" ""
 check "after it: the killed session's scratch dir is gone" test ! -e "$scratch2"
 check "the killed session is no longer listed" not_contains "$("$A3S" session list)" "$id2"
+
+# --- stop while requests keep coming: none of them runs on --------------------------------
+# A worker forked just before the stop once kept the supervisor's SIGTERM handler (a flag):
+# its command ran on, unstopped, after `session stop`. Requests every 1-4 ms on the raw
+# socket, the stop in the middle; each round's commands would sleep 45 s if missed.
+flood() {
+  python3 - "$A3S" "$1" "$2" <<'PY'
+import array, json, os, socket, struct, subprocess, sys, time
+cli, ws, tag = sys.argv[1:4]
+sid = subprocess.run([cli, "session", "start", "-w", ws], capture_output=True, text=True).stdout.strip()
+ls = subprocess.run([cli, "session", "list"], capture_output=True, text=True).stdout
+pid = [l.split()[1][4:] for l in ls.splitlines() if l.startswith(sid + " ")][0]
+
+path = None
+for d in ("/run/user/%d/a3s-sandbox-sessions" % os.getuid(), "/tmp/a3s-sandbox-sessions-%d" % os.getuid()):
+    if os.path.exists(os.path.join(d, sid + ".sock")):
+        path = os.path.join(d, sid + ".sock")
+conns, stop = [], None
+for i in range(30):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(path)
+    except OSError:
+        break
+    req = {"op": "exec", "argv": ["sh", "-c", "sleep 45.%s%02d" % (tag, i)], "env": [],
+           "json": False, "timeout": 60, "closed": [False] * 3, "guard_files": [cli],
+           "guard_dirs": [os.path.dirname(cli)], "guard_image": cli}
+    data = json.dumps(req).encode()
+    fds = array.array("i", [os.open("/dev/null", os.O_RDONLY)] + [os.open("/dev/null", os.O_WRONLY)] * 2)
+    try:
+        c.sendmsg([struct.pack("=I", len(data)) + data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    except OSError:
+        pass
+    for f in set(fds):
+        os.close(f)
+    conns.append(c)
+    if i == 10:
+        stop = subprocess.Popen([cli, "session", "stop", sid], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.001 + 0.001 * (i * 7 % 4))
+# What still runs of them once the stop has had 5 s (it takes a fraction of that).
+time.sleep(5)
+left = subprocess.run(["pgrep", "-f", "^sleep 45.%s" % tag], capture_output=True, text=True).stdout.split()
+print(len(left))
+subprocess.run(["pkill", "-KILL", "-f", "^sleep 45.%s" % tag])
+stop.wait(timeout=120)
+for c in conns:
+    c.close()
+PY
+}
+missed=0
+for r in 1 2 3 4 5 6; do
+  fws=$(tmpdir)
+  tag="$$$r"
+  [ "$(flood "$fws" "$tag")" = 0 ] || missed=$((missed + 1))
+done
+check "stop amid a flood of requests: no command of them runs on (missed in $missed of 6 rounds)" \
+  eq "$missed" 0
 
 # --- --owner: the session ends with its owner -------------------------------------------
 sleep 30 &
