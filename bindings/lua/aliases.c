@@ -341,7 +341,7 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
     const mnt *m = t->m;
     size_t n = t->n;
     a3s_strv found = {0};
-    int rc = -1;
+    int rc = -1, saved;
     /* The mount holding path: the one on top there, by its id (a mount covered by
      * another one at the same place or above it holds nothing anyone sees); without ids,
      * the deepest mount point above it, the last one listed there. */
@@ -402,9 +402,9 @@ int a3s_aliases_in(const a3s_mount_table *t, const char *path, char **out, size_
     }
     rc = join_sorted(&found, out, len);
 out:
-    int e = errno;
+    saved = errno;
     a3s_strv_free(&found);
-    errno = e;
+    errno = saved;
     return rc;
 }
 
