@@ -224,6 +224,31 @@ out:
     return 0;
 }
 
+/* The launcher's image and the session's namespaces, dup'd into l's keep list at the
+ * numbers a joining launcher takes them from (held: a warm launcher has them already and
+ * is not passed them again). img is consumed either way. */
+static int keep_join_fds(const a3s_backend_session *s, a3s_launch *l, int img, bool held,
+                         a3s_error *err)
+{
+    static const int target[4] = {A3S_FD_NS_USER, A3S_FD_NS_MNT, A3S_FD_NS_UTS,
+                                  A3S_FD_NS_NET};
+    int ns[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < 4; i++)
+        if (s->ns[i] >= 0 && (ns[i] = fcntl(s->ns[i], F_DUPFD_CLOEXEC, 0)) < 0) {
+            int e = errno;
+            for (int j = 0; j < i; j++)
+                close_fd(&ns[j]);
+            close_fd(&img);
+            return a3s_fail_errno(err, A3S_ERR_SETUP, e, "session: dup");
+        }
+    if (img >= 0)
+        l->keep[l->nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE, held};
+    for (int i = 0; i < 4; i++)
+        if (ns[i] >= 0)
+            l->keep[l->nkeep++] = (a3s_fdmap){ns[i], target[i], held};
+    return 0;
+}
+
 int a3s_linux_session_warm(a3s_backend *base, a3s_backend_session *s, a3s_error *err)
 {
     a3s_linux_backend *be = (a3s_linux_backend *)base;
@@ -231,27 +256,14 @@ int a3s_linux_session_warm(a3s_backend *base, a3s_backend_session *s, a3s_error 
         return a3s_fail(err, A3S_ERR_INVALID, "session: none");
     if (s->warm.pid > 0)
         return 0;
-    int img = -1, ns[4] = {-1, -1, -1, -1};
+    int img = -1;
     const char *launcher = launcher_of(be, &img, err);
     if (!launcher)
         return -1;
     a3s_launch l;
     memset(&l, 0, sizeof l);
-    static const int ns_target[4] = {A3S_FD_NS_USER, A3S_FD_NS_MNT, A3S_FD_NS_UTS,
-                                     A3S_FD_NS_NET};
-    for (int i = 0; i < 4; i++)
-        if (s->ns[i] >= 0 && (ns[i] = fcntl(s->ns[i], F_DUPFD_CLOEXEC, 0)) < 0) {
-            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
-            for (int j = 0; j < i; j++)
-                close_fd(&ns[j]);
-            close_fd(&img);
-            return -1;
-        }
-    if (img >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE, false};
-    for (int i = 0; i < 4; i++)
-        if (ns[i] >= 0)
-            l.keep[l.nkeep++] = (a3s_fdmap){ns[i], ns_target[i], false};
+    if (keep_join_fds(s, &l, img, false, err) < 0)
+        return -1;
     /* As a launcher started for one of the session's commands (a3s_linux_launch_init):
      * the plan's limits, in "/"; the command's environment comes with it. */
     char *argv[] = {(char *)launcher, "--join", "--setup", "--warm", "--", NULL};
@@ -282,7 +294,6 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     const a3s_plan *p = run->plan;
     a3s_backend_session *s = run->session;
     int rc = -1, setup_fd = -1, filter = -1, img = -1, started[2] = {-1, -1};
-    int ns[4] = {-1, -1, -1, -1};
     memset(o, 0, sizeof *o);
     a3s_launch l;
     a3s_linux_launch_init(&l, p, io, "/", &run->res);
@@ -308,11 +319,6 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: the seccomp filter");
         goto out;
     }
-    for (int i = 0; i < 4; i++)
-        if (s->ns[i] >= 0 && (ns[i] = fcntl(s->ns[i], F_DUPFD_CLOEXEC, 0)) < 0) {
-            a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: dup");
-            goto out;
-        }
     if ((setup_fd = a3s_bwrap_args_memfd(&run->setup, err)) < 0)
         goto out;
     const char *launcher = launcher_of(be, &img, err);
@@ -322,6 +328,12 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
         a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: pipe2");
         goto out;
     }
+    /* What a warm launcher holds already (its image, the session's namespaces) is
+     * passed only to a launcher started now. */
+    int own_img = img;
+    img = -1;
+    if (keep_join_fds(s, &l, own_img, warm, err) < 0)
+        goto out;
     /* run->cmd is "--", launcher, ...: the launcher's own argv follows the "--". */
     l.path = launcher;
     l.argv = run->cmd.v + 1;
@@ -329,15 +341,6 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     l.keep[l.nkeep++] = (a3s_fdmap){started[1], A3S_FD_STARTED, false};
     l.keep[l.nkeep++] = (a3s_fdmap){filter, A3S_FD_SECCOMP, false};
     l.keep[l.nkeep++] = (a3s_fdmap){setup_fd, A3S_FD_SETUP, false};
-    /* What a warm launcher holds already (its image, the session's namespaces) is
-     * passed only to a launcher started now. */
-    if (img >= 0)
-        l.keep[l.nkeep++] = (a3s_fdmap){img, A3S_FD_LAUNCHER_IMAGE, warm};
-    static const int ns_target[4] = {A3S_FD_NS_USER, A3S_FD_NS_MNT, A3S_FD_NS_UTS,
-                                     A3S_FD_NS_NET};
-    for (int i = 0; i < 4; i++)
-        if (ns[i] >= 0)
-            l.keep[l.nkeep++] = (a3s_fdmap){ns[i], ns_target[i], warm};
     l.warm = warm ? &s->warm : NULL;
     if (run->mapped) {
         l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT, false};
@@ -346,9 +349,7 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     }
     l.started_fd = started[0];
     /* a3s_exec_run consumes the keep fds. */
-    started[1] = filter = setup_fd = img = -1;
-    for (int i = 0; i < 4; i++)
-        ns[i] = -1;
+    started[1] = filter = setup_fd = -1;
     a3s_trace_mark("session command (fds)");
     if (a3s_exec_run(&l, o, err) < 0)
         goto out;
@@ -365,8 +366,6 @@ out:
     close_fd(&img);
     close_fd(&started[0]);
     close_fd(&started[1]);
-    for (int i = 0; i < 4; i++)
-        close_fd(&ns[i]);
     if (rc < 0) {
         a3s_capture_free(o->cap);
         o->cap = NULL;
