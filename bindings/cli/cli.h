@@ -40,8 +40,14 @@ int fail_at(const char *stage, const char *what, const a3s_error *err);
 void describe(a3s_sandbox *sb, const cli *c);
 /* "1", "true", "yes", "on" (any case, spaces around): an environment switch is on. */
 bool truthy(const char *v);
-/* session.c: `a3s-sandbox session ...` (argv from "session" on). */
+/* session.c: `a3s-sandbox session ...` (argv from "session" on), and its usage message
+ * (returns the refusal's exit code). */
 int cli_session_main(int argc, char **argv);
+int cli_session_usage(const char *what, const char *arg);
+/* session_client.c: `session exec`, `stop` and `list` (argv from the subcommand on). */
+int cli_session_exec(int argc, char **argv);
+int cli_session_stop(int argc, char **argv);
+int cli_session_list(void);
 
 /* --json promises exactly one JSON object on stdout (README): with it, every refusal of
  * a command whose output is JSON (run, plan, capabilities) also prints
