@@ -62,11 +62,24 @@ static char *dup_bytes(const char *p, size_t n)
     return c;
 }
 
+static bool same(const fact *x, bool has, const char *ans, size_t nlen)
+{
+    return x->has == has && (!has || (x->nlen == nlen && (!nlen || !memcmp(x->ans, ans, nlen))));
+}
+
 void a3s_facts_add(a3s_policy_facts *f, char kind, const char *arg, size_t alen,
                    const char *ans, size_t nlen, bool has)
 {
     if (!f || f->broken)
         return;
+    /* A query asked again with the same answer adds nothing to check (the baseline asks
+     * some a few times): each fact is checked before every command of a session. */
+    for (size_t i = 0; i < f->n; i++) {
+        const fact *y = &f->v[i];
+        if (y->kind == kind && y->alen == alen && !memcmp(y->arg, arg, alen) &&
+            same(y, has, ans, has ? nlen : 0))
+            return;
+    }
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 64;
         fact *v = realloc(f->v, cap * sizeof *v);
@@ -219,11 +232,6 @@ bool a3s_facts_exposable(const char *path, char *canon, size_t n)
         memcpy(canon, c, strlen(c) + 1);
     free(c);
     return ok;
-}
-
-static bool same(const fact *x, bool has, const char *ans, size_t nlen)
-{
-    return x->has == has && (!has || (x->nlen == nlen && (!nlen || !memcmp(x->ans, ans, nlen))));
 }
 
 /* mounts: the mount table, read at the first alias fact of a check (*mounts NULL until

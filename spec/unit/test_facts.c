@@ -42,6 +42,27 @@ int main(void)
     free(again);
     a3s_facts_free(d);
 
+    /* A query asked again with the same answer is recorded once; with another answer
+     * (the host changed during the evaluation) it stays, and the check sees both. */
+    a3s_policy_facts *g = sample();
+    a3s_facts_add(g, A3S_FACT_REALPATH, "/tmp", 4, "/tmp", 4, true);
+    a3s_facts_add(g, A3S_FACT_EXISTS, "/nowhere", 8, NULL, 0, false);
+    a3s_facts_add(g, A3S_FACT_FILE, "/p/mod.lua", 10, "return {}\n", 10, true);
+    char *gbuf = NULL;
+    size_t glen = 0;
+    ok(a3s_facts_encode(g, &gbuf, &glen) == 0 && glen == len && !memcmp(gbuf, buf, len),
+       "a fact asked again with the same answer adds nothing");
+    free(gbuf);
+    gbuf = NULL;
+    a3s_facts_add(g, A3S_FACT_REALPATH, "/tmp", 4, "/private/tmp", 12, true);
+    a3s_facts_add(g, A3S_FACT_EXISTS, "/nowhere", 8, NULL, 0, true);
+    a3s_facts_add(g, A3S_FACT_FILE, "/p/mod.lua", 10, "return 1\n", 9, true);
+    ok(a3s_facts_encode(g, &gbuf, &glen) == 0 &&
+           glen == len + 3 * 10 + (4 + 12) + 8 + (10 + 9),
+       "the same query with another answer is a fact of its own (%zu bytes)", glen);
+    free(gbuf);
+    a3s_facts_free(g);
+
     a3s_facts_break(f);
     char *none = NULL;
     size_t nlen = 0;
