@@ -63,8 +63,7 @@ int a3s_setup_vfail(const char *fmt, va_list ap)
     return -1;
 }
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int a3s_setup_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -171,7 +170,7 @@ static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
     const char *f[A3S_SETUP_FIELDS];
     size_t pos = strlen(buf) + 1;
     if (pos > len || strcmp(buf, A3S_SETUP_MAGIC) != 0)
-        return fail("the setup records are not of this version");
+        return a3s_setup_fail("the setup records are not of this version");
     /* As many records as the buffer holds (each has A3S_SETUP_FIELDS NULs), never a
      * table of MAX_OPS: zeroing megabytes would cost milliseconds on every run. */
     size_t fields = 0;
@@ -182,20 +181,20 @@ static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
         cap = MAX_OPS;
     op *ops = calloc(cap, sizeof *ops);
     if (!ops)
-        return fail("out of memory");
+        return a3s_setup_fail("out of memory");
     size_t n = 0;
     while (pos < len) {
         for (int i = 0; i < A3S_SETUP_FIELDS; i++) {
             if (pos >= len) {
                 free(ops);
-                return fail("truncated setup record");
+                return a3s_setup_fail("truncated setup record");
             }
             f[i] = buf + pos;
             pos += strlen(buf + pos) + 1;
         }
         if (n == cap || strlen(f[0]) >= sizeof ops[n].kind) {
             free(ops);
-            return fail("bad setup record");
+            return a3s_setup_fail("bad setup record");
         }
         op *o = &ops[n++];
         memcpy(o->kind, f[0], strlen(f[0]) + 1);
@@ -203,12 +202,12 @@ static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
         if (!parse_num(f[2], &o->a) || !parse_num(f[3], &o->b) || !parse_num(f[4], &o->c) ||
             !parse_num(f[5], &o->d)) {
             free(ops);
-            return fail("bad number in setup record %s %s", f[0], f[1]);
+            return a3s_setup_fail("bad number in setup record %s %s", f[0], f[1]);
         }
     }
     if (n == 0 || strcmp(ops[n - 1].kind, "ids") != 0) {
         free(ops);
-        return fail("the setup records do not end with the identity");
+        return a3s_setup_fail("the setup records do not end with the identity");
     }
     *out = ops;
     *nout = n;
@@ -228,20 +227,20 @@ static int null_source(void)
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
         if (fd >= 0)
             close(fd);
-        return fail("/dev/null is not the null device");
+        return a3s_setup_fail("/dev/null is not the null device");
     }
     int src = sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
     int e = errno;
     close(fd);
     if (src < 0)
-        return fail("cloning /dev/null: %s", strerror(e));
+        return a3s_setup_fail("cloning /dev/null: %s", strerror(e));
     if (sys_mount_setattr(src, 0,
                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                               MOUNT_ATTR_NOEXEC,
                           0) < 0) {
         e = errno;
         close(src);
-        return fail("/dev/null mount attributes: %s", strerror(e));
+        return a3s_setup_fail("/dev/null mount attributes: %s", strerror(e));
     }
     return src;
 }
@@ -251,7 +250,7 @@ static int tmpfs_source(bool writable)
 {
     int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
     if (fs < 0)
-        return fail("tmpfs: %s", strerror(errno));
+        return a3s_setup_fail("tmpfs: %s", strerror(errno));
     const char *mode = writable ? "1777" : "0755";
     int m = -1;
     if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0 ||
@@ -263,7 +262,7 @@ static int tmpfs_source(bool writable)
                               (writable ? 0 : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC))) < 0) {
         int e = errno;
         close(fs);
-        return fail("tmpfs: %s", strerror(e));
+        return a3s_setup_fail("tmpfs: %s", strerror(e));
     }
     close(fs);
     return m;
@@ -313,20 +312,20 @@ static int apply_root(ctx *c, op *o, int *out_fd)
     int t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (t < 0)
-        return fail("%s %s: %s (it changed during setup)", o->kind, o->path, strerror(errno));
+        return a3s_setup_fail("%s %s: %s (it changed during setup)", o->kind, o->path, strerror(errno));
     if (o->c == 1) {
         int src = strcmp(o->kind, "root") == 0 ? A3S_FD_WS_MOUNT : A3S_FD_SCRATCH_MOUNT;
         if (mnt_id_of(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0) {
             int e = errno;
             close(t);
-            return fail("mounting the %s at %s: %s", o->kind, o->path, strerror(e));
+            return a3s_setup_fail("mounting the %s at %s: %s", o->kind, o->path, strerror(e));
         }
         close(src);
         close(t);
         t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
         if (t < 0)
-            return fail("%s %s: %s (it changed during setup)", o->kind, o->path,
+            return a3s_setup_fail("%s %s: %s (it changed during setup)", o->kind, o->path,
                         strerror(errno));
         /* The supervisor cloned it on the host (an idmapped mount): where the host's
          * mounts are shared, the clone is a peer of the host's, and every mount made
@@ -337,7 +336,7 @@ static int apply_root(ctx *c, op *o, int *out_fd)
                     sizeof priv) < 0) {
             int e = errno;
             close(t);
-            return fail("making the %s's mount private: %s", o->kind, strerror(e));
+            return a3s_setup_fail("making the %s's mount private: %s", o->kind, strerror(e));
         }
     } else {
         /* bwrap bound it by path: it must be a mount of its own, of that directory. */
@@ -348,14 +347,14 @@ static int apply_root(ctx *c, op *o, int *out_fd)
             if (parent >= 0)
                 close(parent);
             close(t);
-            return fail("%s %s is not the mount that was made for it", o->kind, o->path);
+            return a3s_setup_fail("%s %s is not the mount that was made for it", o->kind, o->path);
         }
         close(parent);
     }
     struct stat st;
     if (fstat(t, &st) < 0 || st.st_dev != (dev_t)o->a || st.st_ino != (ino_t)o->b) {
         close(t);
-        return fail("%s %s is not the directory that was checked: it changed during setup",
+        return a3s_setup_fail("%s %s is not the directory that was checked: it changed during setup",
                     o->kind, o->path);
     }
     o->applied = true;
@@ -376,31 +375,31 @@ static bool is_kind(const op *o, const char *k)
 static int apply_clone(op *o)
 {
     if (o->c > 1)
-        return fail("bad clone record %s", o->path);
+        return a3s_setup_fail("bad clone record %s", o->path);
     int t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (t < 0)
-        return fail("%s: %s (it changed before setup)", o->path, strerror(errno));
+        return a3s_setup_fail("%s: %s (it changed before setup)", o->path, strerror(errno));
     int src = sys_open_tree(t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
                                        AT_RECURSIVE);
     int e = errno;
     close(t);
     if (src < 0)
-        return fail("cloning %s: %s", o->path, strerror(e));
+        return a3s_setup_fail("cloning %s: %s", o->path, strerror(e));
     struct stat st;
     int slot = o->c == 0 ? A3S_FD_WS_MOUNT : A3S_FD_SCRATCH_MOUNT;
     int rc = 0;
     if (fstat(src, &st) < 0 || st.st_dev != (dev_t)o->a || st.st_ino != (ino_t)o->b)
-        rc = fail("%s is not the directory that was checked: it changed before setup",
+        rc = a3s_setup_fail("%s is not the directory that was checked: it changed before setup",
                   o->path);
     else if (sys_mount_setattr(src, AT_RECURSIVE,
                                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                    ((o->d & 1) ? MOUNT_ATTR_RDONLY : 0),
                                0) < 0 ||
              (!(o->d & 1) && sys_mount_setattr(src, 0, 0, MOUNT_ATTR_RDONLY) < 0))
-        rc = fail("mount attributes of %s: %s", o->path, strerror(errno));
+        rc = a3s_setup_fail("mount attributes of %s: %s", o->path, strerror(errno));
     else if (dup2(src, slot) < 0)
-        rc = fail("dup2: %s", strerror(errno));
+        rc = a3s_setup_fail("dup2: %s", strerror(errno));
     close(src);
     return rc;
 }
@@ -408,36 +407,36 @@ static int apply_clone(op *o)
 static int apply_entry(ctx *c, op *o)
 {
     if (c->wsfd < 0)
-        return fail("workspace record missing before %s %s", o->kind, o->path);
+        return a3s_setup_fail("workspace record missing before %s %s", o->kind, o->path);
     int t = sys_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
     if (t < 0) {
         if ((errno == ENOENT || errno == ENOTDIR) && (o->c & A3S_SETUP_OPTIONAL) && !o->a &&
             !o->b)
             return 0;
         if (errno == ELOOP)
-            return fail("refusing a symbolic link at %s/%s", c->ws, o->path);
-        return fail("%s/%s: %s (the workspace changed during setup)", c->ws, o->path,
+            return a3s_setup_fail("refusing a symbolic link at %s/%s", c->ws, o->path);
+        return a3s_setup_fail("%s/%s: %s (the workspace changed during setup)", c->ws, o->path,
                     strerror(errno));
     }
     struct stat st;
     if (fstat(t, &st) < 0) {
         int e = errno;
         close(t);
-        return fail("%s/%s: %s", c->ws, o->path, strerror(e));
+        return a3s_setup_fail("%s/%s: %s", c->ws, o->path, strerror(e));
     }
     if (S_ISLNK(st.st_mode)) {
         close(t);
-        return fail("refusing a symbolic link at %s/%s", c->ws, o->path);
+        return a3s_setup_fail("refusing a symbolic link at %s/%s", c->ws, o->path);
     }
     if ((o->a || o->b) && (st.st_dev != (dev_t)o->a || st.st_ino != (ino_t)o->b)) {
         close(t);
-        return fail("%s/%s is not the entry that was scanned: the workspace changed during "
+        return a3s_setup_fail("%s/%s is not the entry that was scanned: the workspace changed during "
                     "setup", c->ws, o->path);
     }
     bool dir = S_ISDIR(st.st_mode);
     if ((o->d == A3S_SETUP_T_DIR && !dir) || (o->d == A3S_SETUP_T_NONDIR && dir)) {
         close(t);
-        return fail("%s/%s changed type during setup", c->ws, o->path);
+        return a3s_setup_fail("%s/%s changed type during setup", c->ws, o->path);
     }
     o->dev = st.st_dev;
     o->ino = st.st_ino;
@@ -463,7 +462,7 @@ static int apply_entry(ctx *c, op *o)
     } else if (is_kind(o, "tmpfs")) {
         if (!dir) {
             close(t);
-            return fail("tmpfs path %s/%s is not a directory", c->ws, o->path);
+            return a3s_setup_fail("tmpfs path %s/%s is not a directory", c->ws, o->path);
         }
         src = tmpfs_source(true);
         if (src < 0) {
@@ -472,16 +471,16 @@ static int apply_entry(ctx *c, op *o)
         }
     } else {
         close(t);
-        return fail("unknown setup record '%s'", o->kind);
+        return a3s_setup_fail("unknown setup record '%s'", o->kind);
     }
     if (src < 0) {
         int e = errno;
         close(t);
-        return fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(e));
+        return a3s_setup_fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(e));
     }
     int rc = 0;
     if (mnt_id_of(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0)
-        rc = fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(errno));
+        rc = a3s_setup_fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(errno));
     else
         o->applied = true;
     close(src);
@@ -516,7 +515,7 @@ static int verify(ctx *c, op *ops, size_t n)
         if (t >= 0)
             close(t);
         if (!ok)
-            return fail("%s %s%s%s did not end up where it was mounted: the workspace changed "
+            return a3s_setup_fail("%s %s%s%s did not end up where it was mounted: the workspace changed "
                         "during setup", o->kind, rootish ? "" : c->ws, rootish ? "" : "/",
                         o->path);
     }
@@ -530,7 +529,7 @@ static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
 {
     FILE *f = c->wsfd >= 0 ? fopen("/proc/self/mountinfo", "re") : NULL;
     if (c->wsfd >= 0 && !f)
-        return fail("reading the mount table: %s", strerror(errno));
+        return a3s_setup_fail("reading the mount table: %s", strerror(errno));
     char *line = NULL;
     size_t cap = 0, wl = strlen(c->ws);
     int rc = 0;
@@ -544,7 +543,7 @@ static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
             point = sp ? sp + 1 : NULL;
         }
         if (sscanf(line, "%llu", &id) != 1 || !point || !(end = strchr(point, ' '))) {
-            rc = fail("an unreadable mount table line");
+            rc = a3s_setup_fail("an unreadable mount table line");
             break;
         }
         *end = '\0';
@@ -565,7 +564,7 @@ static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
         for (size_t i = 0; i < n && !ours; i++)
             ours = ops[i].applied && ops[i].mnt_id == id;
         if (!ours)
-            rc = fail("a mount at %s appeared in the workspace during setup", point);
+            rc = a3s_setup_fail("a mount at %s appeared in the workspace during setup", point);
     }
     free(line);
     if (f)
@@ -578,18 +577,18 @@ static int install_filter(void)
     size_t len = 0;
     char *buf = read_all(A3S_FD_SECCOMP, &len);
     if (!buf)
-        return fail("reading the seccomp filter: %s", strerror(errno));
+        return a3s_setup_fail("reading the seccomp filter: %s", strerror(errno));
     if (len == 0 || len % sizeof(struct sock_filter) ||
         len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
         free(buf);
-        return fail("the seccomp filter is not a BPF program");
+        return a3s_setup_fail("the seccomp filter is not a BPF program");
     }
     struct sock_fprog prog = {(unsigned short)(len / sizeof(struct sock_filter)),
                               (struct sock_filter *)(void *)buf};
     int rc = 0;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
-        rc = fail("installing the seccomp filter: %s", strerror(errno));
+        rc = a3s_setup_fail("installing the seccomp filter: %s", strerror(errno));
     free(buf);
     return rc;
 }
@@ -601,7 +600,7 @@ static int apply_host(const op *ops, size_t n)
         return 0;
     a3s_setup_host_op *h = calloc(n, sizeof *h);
     if (!h)
-        return fail("out of memory");
+        return a3s_setup_fail("out of memory");
     for (size_t i = 0; i < n; i++)
         h[i] = (a3s_setup_host_op){ops[i].kind, ops[i].path, ops[i].a};
     int rc = a3s_setup_host_apply(h, n);
@@ -614,7 +613,7 @@ int a3s_setup_run(bool keep_relay_fds)
     size_t len = 0;
     char *buf = read_all(A3S_FD_SETUP, &len);
     if (!buf)
-        return fail("reading the setup records: %s", strerror(errno));
+        return a3s_setup_fail("reading the setup records: %s", strerror(errno));
     op *ops = NULL;
     size_t n = 0;
     if (parse_ops(buf, len, &ops, &n) < 0) {
@@ -630,7 +629,7 @@ int a3s_setup_run(bool keep_relay_fds)
      * workspace for one that came before). */
     struct mount_attr priv = {.propagation = MS_PRIVATE};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
-        rc = fail("making the sandbox's mounts private: %s", strerror(errno));
+        rc = a3s_setup_fail("making the sandbox's mounts private: %s", strerror(errno));
     const char *cwd = NULL, *chdir_path = NULL;
     /* A session's command: its workspace and scratch directory, cloned from the base
      * before any mount hides their paths; then the mounts outside the workspace. */
@@ -645,10 +644,10 @@ int a3s_setup_run(bool keep_relay_fds)
     for (size_t i = nhost; i + 1 < n && rc == 0; i++) {
         op *o = &ops[i];
         if (a3s_setup_host_is(o->kind) || is_kind(o, "clone")) {
-            rc = fail("%s %s after the workspace's records", o->kind, o->path);
+            rc = a3s_setup_fail("%s %s after the workspace's records", o->kind, o->path);
         } else if (is_kind(o, "root")) {
             if (c.wsfd >= 0)
-                rc = fail("two workspace records");
+                rc = a3s_setup_fail("two workspace records");
             else if ((rc = apply_root(&c, o, &c.wsfd)) == 0)
                 c.ws = o->path;
         } else if (is_kind(o, "chdir")) {
@@ -657,7 +656,7 @@ int a3s_setup_run(bool keep_relay_fds)
             cwd = o->path; /* entered once every mount is made and verified */
         } else if (is_kind(o, "scratch")) {
             if (scratch_fd >= 0)
-                rc = fail("two scratch records");
+                rc = a3s_setup_fail("two scratch records");
             else
                 rc = apply_root(&c, o, &scratch_fd);
         } else {
@@ -672,14 +671,14 @@ int a3s_setup_run(bool keep_relay_fds)
     if (rc == 0 && c.wsfd >= 0) {
         int d = openat(c.wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0 || fchdir(d) < 0)
-            rc = fail("entering the workspace: %s", strerror(errno));
+            rc = a3s_setup_fail("entering the workspace: %s", strerror(errno));
         if (d >= 0)
             close(d);
     }
     /* A workspace that is not a mount of its own: entered by path, as the command sees it
      * (bwrap starts in /, below none of the mounts). */
     if (rc == 0 && c.wsfd < 0 && chdir_path && chdir(chdir_path) < 0)
-        rc = fail("entering the workspace %s: %s", chdir_path, strerror(errno));
+        rc = a3s_setup_fail("entering the workspace %s: %s", chdir_path, strerror(errno));
     /* The command's working directory, below the workspace mount as the command sees it
      * (O_PATH: entering a directory needs only search permission). */
     if (rc == 0 && cwd) {
@@ -687,9 +686,9 @@ int a3s_setup_run(bool keep_relay_fds)
                            : sys_openat2(c.wsfd, cwd, O_PATH | O_DIRECTORY,
                                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
         if (c.wsfd < 0)
-            rc = fail("the working directory %s: the workspace is not mounted", cwd);
+            rc = a3s_setup_fail("the working directory %s: the workspace is not mounted", cwd);
         else if (d < 0 || fchdir(d) < 0)
-            rc = fail("the working directory %s: %s", cwd, strerror(errno));
+            rc = a3s_setup_fail("the working directory %s: %s", cwd, strerror(errno));
         if (d >= 0)
             close(d);
     }
@@ -721,7 +720,7 @@ int a3s_setup_run(bool keep_relay_fds)
          * CLOEXEC, so gone with that exec), the launcher's is the relay's to start. */
         (void)syscall(SYS_close_range, A3S_FD_RELAY_IMAGE + 1, ~0U, 0);
         if (fcntl(A3S_FD_RELAY_IMAGE, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
-            return fail("the relay's image: %s", strerror(errno));
+            return a3s_setup_fail("the relay's image: %s", strerror(errno));
     } else {
         (void)syscall(SYS_close_range, A3S_FD_ARGS, ~0U, 0);
     }

@@ -9,6 +9,7 @@
 
 /* The setup step's refusal: "a3s-sandbox: setup: " and the message on stderr; -1. */
 int a3s_setup_vfail(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+int a3s_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Apply the records on fd A3S_FD_SETUP. On success the caller runs as the command's
  * identity with no capabilities, no_new_privs and the filter of fd A3S_FD_SECCOMP, in

@@ -25,7 +25,6 @@
 #include <limits.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +33,6 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-
-static int refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int refuse(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    a3s_setup_vfail(fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void close_keep_errno(int fd)
 {
@@ -121,22 +110,22 @@ static int clone_source(const a3s_setup_host_op *o, bool *is_dir)
     bool writable = !(o->arg & 1), no_links = writable || (o->arg & 4);
     int fd = open_host(o->path, &st, no_links);
     if (fd < 0 && no_links && errno == ELOOP)
-        return refuse("%s root %s: a symbolic link on its way appeared since the plan was "
+        return a3s_setup_fail("%s root %s: a symbolic link on its way appeared since the plan was "
                       "made", writable ? "writable" : "read-only", o->path);
     if (fd < 0)
-        return refuse("bind source %s: %s", o->path, strerror(errno));
+        return a3s_setup_fail("bind source %s: %s", o->path, strerror(errno));
     *is_dir = S_ISDIR(st.st_mode);
     int src = open_tree_clone(fd, AT_RECURSIVE);
     int e = errno;
     (void)close(fd);
     if (src < 0)
-        return refuse("cloning %s: %s", o->path, strerror(e));
+        return a3s_setup_fail("cloning %s: %s", o->path, strerror(e));
     /* Staged: bubblewrap bound the host's source there (below its own /dev or /proc, which
      * hide the host's); the clone is what counts, its mount goes. */
     if ((o->arg & 2) && umount2(o->path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
         e = errno;
         (void)close(src);
-        return refuse("the staged bind at %s: %s", o->path, strerror(e));
+        return a3s_setup_fail("the staged bind at %s: %s", o->path, strerror(e));
     }
     const unsigned long long base = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     int rc;
@@ -155,7 +144,7 @@ static int clone_source(const a3s_setup_host_op *o, bool *is_dir)
     if (rc < 0) {
         e = errno;
         (void)close(src);
-        return refuse("mount attributes of %s: %s", o->path, strerror(e));
+        return a3s_setup_fail("mount attributes of %s: %s", o->path, strerror(e));
     }
     return src;
 }
@@ -169,18 +158,18 @@ static int clone_null(void)
     if (fd < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
         if (fd >= 0)
             (void)close(fd);
-        return refuse("/dev/null is not the null device");
+        return a3s_setup_fail("/dev/null is not the null device");
     }
     int src = open_tree_clone(fd, 0);
     int e = errno;
     (void)close(fd);
     if (src < 0)
-        return refuse("cloning /dev/null: %s", strerror(e));
+        return a3s_setup_fail("cloning /dev/null: %s", strerror(e));
     if (mount_setattr_fd(src, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                          0) < 0) {
         e = errno;
         (void)close(src);
-        return refuse("/dev/null mount attributes: %s", strerror(e));
+        return a3s_setup_fail("/dev/null mount attributes: %s", strerror(e));
     }
     return src;
 }
@@ -298,25 +287,25 @@ static int apply_one(const a3s_setup_host_op *o, int src, bool src_dir)
     int t = -1, m = -1, rc = 0;
     if (is(o, "mnt-dir")) {
         if ((t = open_target(o->path, DIRECTORY, o->arg)) < 0)
-            rc = refuse("directory %s: %s", o->path, strerror(errno));
+            rc = a3s_setup_fail("directory %s: %s", o->path, strerror(errno));
     } else if (is(o, "mnt-tmpfs")) {
         if ((t = open_target(o->path, DIRECTORY, 0755)) < 0)
-            rc = refuse("tmpfs on %s: %s", o->path, strerror(errno));
+            rc = a3s_setup_fail("tmpfs on %s: %s", o->path, strerror(errno));
         else if ((m = make_tmpfs(o->arg)) < 0 || move_mount_fd(m, t) < 0)
-            rc = refuse("tmpfs on %s: %s", o->path, strerror(errno));
+            rc = a3s_setup_fail("tmpfs on %s: %s", o->path, strerror(errno));
     } else if (is(o, "mnt-bind") || is(o, "mnt-null")) {
         if ((t = open_target(o->path, src_dir ? DIRECTORY : FILE_, 0755)) < 0 ||
             move_mount_fd(src, t) < 0)
-            rc = refuse("%s onto %s: %s", is(o, "mnt-null") ? "/dev/null" : "bind",
+            rc = a3s_setup_fail("%s onto %s: %s", is(o, "mnt-null") ? "/dev/null" : "bind",
                         o->path, strerror(errno));
     } else if (is(o, "mnt-ro")) {
         /* This mount only, as bubblewrap's --remount-ro (the binds in it are already). */
         if ((t = open_target(o->path, EXISTING, 0)) < 0 ||
             mount_setattr_fd(t, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                              0) < 0)
-            rc = refuse("read-only %s: %s", o->path, strerror(errno));
+            rc = a3s_setup_fail("read-only %s: %s", o->path, strerror(errno));
     } else {
-        rc = refuse("unknown host mount record '%s'", o->kind);
+        rc = a3s_setup_fail("unknown host mount record '%s'", o->kind);
     }
     if (m >= 0)
         (void)close(m);
@@ -334,7 +323,7 @@ int a3s_setup_host_apply(const a3s_setup_host_op *ops, size_t n)
     if (!src || !dir) {
         free(src);
         free(dir);
-        return refuse("out of memory");
+        return a3s_setup_fail("out of memory");
     }
     int rc = 0;
     for (size_t i = 0; i < n; i++)
@@ -344,7 +333,7 @@ int a3s_setup_host_apply(const a3s_setup_host_op *ops, size_t n)
         bool moded = is(o, "mnt-tmpfs") || is(o, "mnt-dir");
         if ((moded && o->arg > 07777) || (is(o, "mnt-bind") && o->arg > 7) ||
             (!moded && !is(o, "mnt-bind") && o->arg != 0))
-            rc = refuse("bad host mount record %s %s %llu", o->kind, o->path, o->arg);
+            rc = a3s_setup_fail("bad host mount record %s %s %llu", o->kind, o->path, o->arg);
     }
     /* Every source first, from the host's view as it is before any of these mounts. */
     for (size_t i = 0; i < n && rc == 0; i++) {

@@ -7,7 +7,6 @@
 #include <linux/capability.h>
 #include <linux/mount.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -22,16 +21,6 @@
 #define SECBIT_NO_SETUID_FIXUP (1 << 2)
 #define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
 #endif
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    a3s_setup_vfail(fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int write_at(int dfd, const char *name, const char *text)
 {
@@ -62,7 +51,7 @@ int a3s_setup_identity(unsigned run_uid_, unsigned run_gid_, unsigned show_uid_,
         int e = errno;
         if (pfs >= 0)
             close(pfs);
-        return fail("procfs for the identity switch: %s", strerror(e));
+        return a3s_setup_fail("procfs for the identity switch: %s", strerror(e));
     }
     close(pfs);
     if (run_uid != 0 || run_gid != 0) {
@@ -70,14 +59,14 @@ int a3s_setup_identity(unsigned run_uid_, unsigned run_gid_, unsigned show_uid_,
             setresuid(run_uid, run_uid, run_uid) < 0) {
             int e = errno;
             close(proc);
-            return fail("switching to uid %u: %s", (unsigned)run_uid, strerror(e));
+            return a3s_setup_fail("switching to uid %u: %s", (unsigned)run_uid, strerror(e));
         }
         /* A uid change makes the process non-dumpable, and /proc/self would then belong
          * to root: the maps below could not be written. */
         if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
             int e = errno;
             close(proc);
-            return fail("prctl(PR_SET_DUMPABLE): %s", strerror(e));
+            return a3s_setup_fail("prctl(PR_SET_DUMPABLE): %s", strerror(e));
         }
     }
     uid_t cur_uid = getuid();
@@ -86,34 +75,34 @@ int a3s_setup_identity(unsigned run_uid_, unsigned run_gid_, unsigned show_uid_,
     if (unshare(CLONE_NEWUSER) < 0) {
         int e = errno;
         close(proc);
-        return fail("nested user namespace: %s", strerror(e));
+        return a3s_setup_fail("nested user namespace: %s", strerror(e));
     }
     int rc = 0;
     snprintf(map, sizeof map, "%u %u 1\n", (unsigned)show_uid, (unsigned)cur_uid);
     if (write_at(proc, "self/setgroups", "deny") < 0 || write_at(proc, "self/uid_map", map) < 0)
-        rc = fail("uid map of the command: %s", strerror(errno));
+        rc = a3s_setup_fail("uid map of the command: %s", strerror(errno));
     snprintf(map, sizeof map, "%u %u 1\n", (unsigned)show_gid, (unsigned)cur_gid);
     if (rc == 0 && write_at(proc, "self/gid_map", map) < 0)
-        rc = fail("gid map of the command: %s", strerror(errno));
+        rc = a3s_setup_fail("gid map of the command: %s", strerror(errno));
     close(proc);
     if (rc < 0)
         return -1;
     if (setresgid(show_gid, show_gid, show_gid) < 0 || setresuid(show_uid, show_uid, show_uid) < 0)
-        return fail("taking the command's identity: %s", strerror(errno));
+        return a3s_setup_fail("taking the command's identity: %s", strerror(errno));
     /* No capability survives, and none can come back through exec (also as uid 0). */
     for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return fail("dropping capability %d: %s", cap, strerror(errno));
+            return a3s_setup_fail("dropping capability %d: %s", cap, strerror(errno));
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return fail("clearing ambient capabilities: %s", strerror(errno));
+        return a3s_setup_fail("clearing ambient capabilities: %s", strerror(errno));
     if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
                                      SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED,
               0, 0, 0) < 0)
-        return fail("securebits: %s", strerror(errno));
+        return a3s_setup_fail("securebits: %s", strerror(errno));
     struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct d[2];
     memset(d, 0, sizeof d);
     if (syscall(SYS_capset, &h, d) < 0)
-        return fail("capset: %s", strerror(errno));
+        return a3s_setup_fail("capset: %s", strerror(errno));
     return 0;
 }
