@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "a3s_sandbox.h"
+#include "passwd.h"
 #include "sandbox_int.h"
 #include "update.h"
 #include "util.h"
@@ -144,13 +144,15 @@ static int host_roots(const a3s_sandbox *sb, char **home_out, char **tmp_out, a3
 {
     *home_out = *tmp_out = NULL;
     const char *home = a3s_sandbox_getenv(sb, "HOME");
-    if (!home || home[0] != '/') {
-        struct passwd *pw = getpwuid(getuid());
-        home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : "/nonexistent";
-    }
+    char *pw_home = NULL;
+    if (!home || home[0] != '/')
+        home = (pw_home = a3s_passwd_home(getuid())) ? pw_home : "/nonexistent";
     *home_out = realpath(home, NULL);
-    if (!*home_out && !(*home_out = a3s_strdup(home)))
+    if (!*home_out && !(*home_out = a3s_strdup(home))) {
+        free(pw_home);
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
+    }
+    free(pw_home);
     const char *tmp = a3s_sandbox_getenv(sb, "TMPDIR");
     if (!tmp || tmp[0] != '/' || !is_dir(tmp))
         tmp = "/tmp";
@@ -245,11 +247,12 @@ int a3s_sandbox_roots_hold(a3s_sandbox *sb, a3s_error *err)
     if (wfd >= 0)
         close(wfd);
     free(ws);
-    struct passwd *pw = getpwuid(getuid());
-    const char *pw_home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    char *pw_home = a3s_passwd_home(getuid());
+    bool home_held = a3s_sandbox_ws_holds(sb, home) || a3s_sandbox_ws_holds(sb, pw_home);
+    free(pw_home);
     if (!same_ws)
         what = "the workspace path";
-    else if (a3s_sandbox_ws_holds(sb, home) || a3s_sandbox_ws_holds(sb, pw_home))
+    else if (home_held)
         what = "the home directory (the workspace is now it, or holds it)";
     else if (strcmp(home, sb->home) || strcmp(tmp, sb->tmp))
         what = "the home or temporary directory";
@@ -315,8 +318,7 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
      * .ssh, .local/bin): a workspace that is HOME or holds it would let a command plant
      * what the caller runs next, outside any sandbox. Runs are refused; questions about
      * the policy (check, plan, digest, explain) are not runs. */
-    struct passwd *pw = getpwuid(getuid());
-    const char *pw_home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    char *pw_home = a3s_passwd_home(getuid());
     const char *held_home = a3s_sandbox_ws_holds(sb, sb->home)  ? sb->home
                             : a3s_sandbox_ws_holds(sb, pw_home) ? pw_home
                                                                 : NULL;
@@ -327,8 +329,10 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
                  "choose a project directory (-w DIR, or cd into one)",
                  sb->workspace, held_home) < 0) {
         sb->ws_refusal = NULL;
+        free(pw_home);
         goto oom;
     }
+    free(pw_home);
     /* The scratch dir is made there and bound by path: never where commands write.
      * (The backend refuses a workspace that holds its own state.) */
     if (a3s_path_within(sb->tmp, sb->workspace)) {

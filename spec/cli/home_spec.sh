@@ -111,5 +111,34 @@ if [ "$(id -u)" = 0 ]; then
     umount "$alias"
   fi
 fi
+# A caller whose uid has no passwd entry (a container's --user N, a dynamic user): the
+# static CLI must not load the system's name-service modules to ask (libnss_systemd
+# crashed it: exit 139, nothing ran). Given an entry, its home is refused as before.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  nouid=54321
+  while getent passwd "$nouid" >/dev/null; do nouid=$((nouid + 1)); done
+  nh=$(tmpdir)
+  chmod 755 "$nh"
+  mkdir -p "$nh/h" "$nh/ws"
+  chmod 777 "$nh/h" "$nh/ws"
+  asuid() { setpriv --reuid="$nouid" --regid="$nouid" --clear-groups "$@"; }
+  (cd "$nh/ws" && asuid env HOME="$nh/h" TMPDIR="$nh/h" "$A3S" -c 'echo ran' >"$o" 2>"$e" </dev/null)
+  rc=$?
+  check "a uid with no passwd entry: the command runs (exit 0: $(cat "$e"))" eq "$rc" 0
+  check "... and its output comes" eq "$(cat "$o")" ran
+  (cd "$nh/ws" && asuid env -u HOME TMPDIR="$nh/h" "$A3S" -c 'echo ran' >"$o" 2>"$e" </dev/null)
+  rc=$?
+  check "... also with HOME unset (exit 0: $(cat "$e"))" eq "$rc" 0
+  # This spec's own mount namespace: /etc/passwd with an entry for that uid.
+  cp /etc/passwd "$nh/passwd"
+  echo "spec-nobody:x:$nouid:$nouid::$nh/h:/bin/sh" >>"$nh/passwd"
+  if mount --bind "$nh/passwd" /etc/passwd 2>/dev/null; then
+    (cd "$nh/h" && asuid env HOME="$nh/ws" TMPDIR="$nh/ws" "$A3S" -c 'echo x > planted' >/dev/null 2>"$e" </dev/null)
+    check "its passwd home as the workspace, HOME set elsewhere: refused (125)" eq "$?" 125
+    check "... saying why" contains "$(cat "$e")" "is your home directory $nh/h"
+    check "... nothing planted" test ! -e "$nh/h/planted"
+    umount /etc/passwd
+  fi
+fi
 rm -f "$o" "$e"
 finish
