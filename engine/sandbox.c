@@ -145,8 +145,11 @@ static int host_roots(const a3s_sandbox *sb, char **home_out, char **tmp_out, a3
     *home_out = *tmp_out = NULL;
     const char *home = a3s_sandbox_getenv(sb, "HOME");
     char *pw_home = NULL;
-    if (!home || home[0] != '/')
-        home = (pw_home = a3s_passwd_home(getuid())) ? pw_home : "/nonexistent";
+    if (!home || home[0] != '/') {
+        if (a3s_passwd_home(getuid(), &pw_home, err) < 0)
+            return -1;
+        home = pw_home ? pw_home : "/nonexistent";
+    }
     *home_out = realpath(home, NULL);
     if (!*home_out && !(*home_out = a3s_strdup(home))) {
         free(pw_home);
@@ -247,7 +250,9 @@ int a3s_sandbox_roots_hold(a3s_sandbox *sb, a3s_error *err)
     if (wfd >= 0)
         close(wfd);
     free(ws);
-    char *pw_home = a3s_passwd_home(getuid());
+    char *pw_home = NULL;
+    if (a3s_passwd_home(getuid(), &pw_home, err) < 0)
+        goto out;
     bool home_held = a3s_sandbox_ws_holds(sb, home) || a3s_sandbox_ws_holds(sb, pw_home);
     free(pw_home);
     if (!same_ws)
@@ -318,7 +323,9 @@ a3s_sandbox *a3s_sandbox_create(const a3s_options *opts, const a3s_policy_engine
      * .ssh, .local/bin): a workspace that is HOME or holds it would let a command plant
      * what the caller runs next, outside any sandbox. Runs are refused; questions about
      * the policy (check, plan, digest, explain) are not runs. */
-    char *pw_home = a3s_passwd_home(getuid());
+    char *pw_home = NULL;
+    if (a3s_passwd_home(getuid(), &pw_home, err) < 0)
+        goto fail;
     const char *held_home = a3s_sandbox_ws_holds(sb, sb->home)  ? sb->home
                             : a3s_sandbox_ws_holds(sb, pw_home) ? pw_home
                                                                 : NULL;

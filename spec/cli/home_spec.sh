@@ -115,6 +115,8 @@ fi
 # static CLI must not load the system's name-service modules to ask (libnss_systemd
 # crashed it: exit 139, nothing ran). Given an entry, its home is refused as before.
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  # The CLI's own lookup, not a session's: the real CLI in every mode.
+  real=${A3S_SESSION_REAL_CLI:-$A3S}
   nouid=54321
   while getent passwd "$nouid" >/dev/null; do nouid=$((nouid + 1)); done
   nh=$(tmpdir)
@@ -122,22 +124,56 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   mkdir -p "$nh/h" "$nh/ws"
   chmod 777 "$nh/h" "$nh/ws"
   asuid() { setpriv --reuid="$nouid" --regid="$nouid" --clear-groups "$@"; }
-  (cd "$nh/ws" && asuid env HOME="$nh/h" TMPDIR="$nh/h" "$A3S" -c 'echo ran' >"$o" 2>"$e" </dev/null)
+  (cd "$nh/ws" && asuid env HOME="$nh/h" TMPDIR="$nh/h" "$real" -c 'echo ran' >"$o" 2>"$e" </dev/null)
   rc=$?
   check "a uid with no passwd entry: the command runs (exit 0: $(cat "$e"))" eq "$rc" 0
   check "... and its output comes" eq "$(cat "$o")" ran
-  (cd "$nh/ws" && asuid env -u HOME TMPDIR="$nh/h" "$A3S" -c 'echo ran' >"$o" 2>"$e" </dev/null)
+  (cd "$nh/ws" && asuid env -u HOME TMPDIR="$nh/h" "$real" -c 'echo ran' >"$o" 2>"$e" </dev/null)
   rc=$?
   check "... also with HOME unset (exit 0: $(cat "$e"))" eq "$rc" 0
   # This spec's own mount namespace: /etc/passwd with an entry for that uid.
   cp /etc/passwd "$nh/passwd"
   echo "spec-nobody:x:$nouid:$nouid::$nh/h:/bin/sh" >>"$nh/passwd"
   if mount --bind "$nh/passwd" /etc/passwd 2>/dev/null; then
-    (cd "$nh/h" && asuid env HOME="$nh/ws" TMPDIR="$nh/ws" "$A3S" -c 'echo x > planted' >/dev/null 2>"$e" </dev/null)
+    (cd "$nh/h" && asuid env HOME="$nh/ws" TMPDIR="$nh/ws" "$real" -c 'echo x > planted' >/dev/null 2>"$e" </dev/null)
     check "its passwd home as the workspace, HOME set elsewhere: refused (125)" eq "$?" 125
     check "... saying why" contains "$(cat "$e")" "is your home directory $nh/h"
     check "... nothing planted" test ! -e "$nh/h/planted"
+    # A NIS compat line ("+::::::") reads as uid 0 to a plain parser; the files source
+    # skips it, and so must the lookup (root's entry after it still counts).
+    { echo "+::::::"; sed "s#^root:x:0:0:[^:]*:[^:]*:#root:x:0:0:root:$nh/h:#" /etc/passwd; } >"$nh/p2"
+    cat "$nh/p2" >"$nh/passwd"
+    (cd "$nh/h" && HOME="$nh/ws" TMPDIR="$nh/ws" "$real" -c 'echo x > planted' >/dev/null 2>"$e" </dev/null)
+    rc=$?
+    check "root's passwd home after a compat line, as the workspace: refused (125)" eq "$rc" 125
+    check "... nothing planted" test ! -e "$nh/h/planted"
+    # A session asks again before each command: a passwd home changed to its workspace
+    # (or a directory the workspace holds) since it opened refuses the next command.
+    mkdir -p "$nh/sws/sub"
+    grep -v '^+' "$nh/p2" | sed "s#^root:x:0:0:[^:]*:[^:]*:#root:x:0:0:root:/root:#" >"$nh/p3"
+    cat "$nh/p3" >"$nh/passwd"
+    sid=$(cd "$nh/sws" && HOME="$nh/ws" TMPDIR="$nh/ws" "$real" session start 2>"$e")
+    check "a session in a workspace that is no home opens ($(cat "$e"))" test -n "$sid"
+    sed "s#^root:x:0:0:[^:]*:[^:]*:#root:x:0:0:root:$nh/sws/sub:#" "$nh/p3" >"$nh/passwd"
+    HOME="$nh/ws" "$real" session exec "$sid" -c 'touch sub/.bashrc' >/dev/null 2>"$e" </dev/null
+    rc=$?
+    check "the passwd home moved into the session's workspace: the next command refused (125)" \
+      eq "$rc" 125
+    check "... saying why" contains "$(cat "$e")" "home directory"
+    check "... nothing planted" test ! -e "$nh/sws/sub/.bashrc"
+    HOME="$nh/ws" "$real" session stop "$sid" >/dev/null 2>&1
     umount /etc/passwd
+  fi
+  # A lookup that cannot be answered (its program unusable) refuses rather than run with
+  # no passwd home: for a uid the files source does not answer.
+  touch "$nh/nogetent"
+  if mount --bind "$nh/nogetent" /usr/bin/getent 2>/dev/null; then
+    (cd "$nh/ws" && asuid env HOME="$nh/h" TMPDIR="$nh/h" "$real" -c 'echo ran' >"$o" 2>"$e" </dev/null)
+    rc=$?
+    check "no usable getent for a uid without an entry in /etc/passwd: refused (125)" eq "$rc" 125
+    check "... saying why" contains "$(cat "$e")" "cannot look up the passwd entry"
+    check "... and nothing ran" not_contains "$(cat "$o")" ran
+    umount /usr/bin/getent
   fi
 fi
 rm -f "$o" "$e"

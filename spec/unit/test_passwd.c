@@ -34,9 +34,12 @@ int main(void)
 
     /* This test is dynamically linked: the answer is getpwuid's. */
     struct passwd *pw = getpwuid(getuid());
-    char *h = a3s_passwd_home(getuid());
-    ok(pw && pw->pw_dir[0] == '/' ? h && !strcmp(h, pw->pw_dir) : !h,
+    char *h = NULL;
+    a3s_error err = {0};
+    int rc = a3s_passwd_home(getuid(), &h, &err);
+    ok(rc == 0 && (pw && pw->pw_dir[0] == '/' ? h && !strcmp(h, pw->pw_dir) : !h),
        "a dynamic program: getpwuid's home (%s)", h ? h : "none");
     free(h);
+    ok(a3s_passwd_home(4000000123u, &h, &err) == 0 && !h, "a uid with no entry: none, no error");
     return tap_done();
 }
