@@ -7,7 +7,6 @@
 #include <limits.h>
 #include <link.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,45 +16,14 @@
 #include "policy_runtime.h"
 #include "util.h"
 
-/* Does addr lie in the main program's loaded segments (dl_iterate_phdr lists it first)? */
-static int main_holds(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    uintptr_t *addr = data;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t seg = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && *addr >= seg && *addr - seg < ph->p_memsz)
-            return 1;
-    }
-    return -1; /* the main program only */
-}
-
-/* The link map entry of the image that holds this code: NULL with *in_main when that is
- * a statically linked main program (the CLI built as a static PIE has no link map), NULL
- * alone when it cannot be told. */
-static struct link_map *own_image(bool *in_main)
-{
-    Dl_info info;
-    struct link_map *lm = NULL;
-    *in_main = false;
-    if (dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm) {
-        *in_main = !lm->l_name || !lm->l_name[0];
-        return lm;
-    }
-    uintptr_t addr = (uintptr_t)(void *)a3s_instdir_policies;
-    *in_main = dl_iterate_phdr(main_holds, &addr) == 1;
-    return NULL;
-}
-
 /* The path of the image that holds this code, and which kind of image it is. */
 static char *image_path(const char **rel)
 {
-    bool in_main;
-    struct link_map *lm = own_image(&in_main);
-    if (!lm && !in_main)
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
         return NULL;
-    if (in_main) {
+    if (!lm->l_name || !lm->l_name[0]) {
         /* The main program (the CLI, or a unit test): its name in the link map is empty
          * and argv[0] is whatever its caller said. */
         *rel = A3S_POLICY_REL_BIN;
@@ -169,10 +137,13 @@ int a3s_instdir_guard_paths(char **image, a3s_strv *files, a3s_strv *dirs)
     const char *rel = NULL;
     *image = image_path(&rel);
     /* The spelling that was loaded or run, which may pass through links. */
-    bool in_main;
-    struct link_map *lm = own_image(&in_main);
-    if (in_main ? invoked_paths(files) < 0 : lm && a3s_strv_push(files, lm->l_name) < 0)
-        return -1;
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm) {
+        if (lm->l_name && lm->l_name[0] ? a3s_strv_push(files, lm->l_name) < 0
+                                         : invoked_paths(files) < 0)
+            return -1;
+    }
     if (!*image)
         return 0;
     if (a3s_strv_push(files, *image) < 0)

@@ -10,8 +10,7 @@
 # temporary file that must come out byte-identical to the built one: the packages of the
 # archives and start files it used (libc.a of libc6-dev and libgcc.a of libgcc-N-dev for
 # the static helpers; liblua5.4.a, libseccomp.a, libjansson.a and libnettle.a of their
-# -dev packages for the CLI, which links them statically where they are found, with the
-# C library too where it can be a static PIE) are
+# -dev packages for the CLI, which links them statically where they are found) are
 # theirs. Which own file embeds which helper is found by looking for
 # the helper's stripped image in its bytes. Needs python3 (standard library), dpkg, ldd.
 # SOURCE_DATE_EPOCH, when set, is the timestamp (a reproducible document).
@@ -133,8 +132,7 @@ def package_of(path):
 def ldd_deps(path):
     """The packages of what the dynamic loader maps for path; None for a static file."""
     r = cmd(["ldd", path], check=False)
-    # (a static executable says the first, a static PIE the second)
-    if re.search(r"not a dynamic executable|statically linked", r.stdout + r.stderr):
+    if "not a dynamic executable" in r.stdout + r.stderr:
         return None
     if r.returncode != 0:
         die(f"ldd {path}: {r.stderr.strip()}")

@@ -3,7 +3,7 @@
 # fields (bomFormat, specVersion, a urn:uuid serialNumber, version, metadata with its
 # component, timestamp and tools; components with type, name, version and purl), unique
 # bom-refs, dependencies that name only existing bom-refs; every library that `ldd` shows
-# for the CLI (or, for a static PIE, the libc.a its link takes) appears as its Debian package (found here with dpkg-query, independently of
+# for the CLI appears as its Debian package (found here with dpkg-query, independently of
 # the script) and the CLI depends on it; the statically linked helpers depend on the
 # package of the libc.a the compiler links; the own files' SHA-256 are theirs. The
 # checker itself fails on broken copies of the document.
@@ -33,21 +33,9 @@ pkg_of() { # PATH -> "name<TAB>version" of its Debian package (usr-merge: either
   done
   return 1
 }
-libc_a=$(${CC:-cc} -print-file-name=libc.a)
-static_pkg=$(pkg_of "$libc_a" | cut -f1)
-check "the static libc's package found ($libc_a: $static_pkg)" test -n "$static_pkg"
+linked=$(ldd "$A3S_CLI" | sed -n 's/^.*=> \(\/[^ ]*\) (0x.*$/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p')
+check "ldd shows what the CLI links" test -n "$linked"
 : >"$w/expected"
-if ldd "$A3S_CLI" 2>&1 | grep -q "statically linked"; then
-  # A static PIE (the build's default where the archives exist): no loader, and the C
-  # library's archive is one its link takes.
-  linked=
-  check "a static CLI is linked as a static PIE" \
-    grep -q -- "-static-pie" "$build/CMakeFiles/a3s-sandbox.dir/link.txt"
-  pkg_of "$libc_a" >>"$w/expected"
-else
-  linked=$(ldd "$A3S_CLI" | sed -n 's/^.*=> \(\/[^ ]*\) (0x.*$/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p')
-  check "ldd shows what the CLI links" test -n "$linked"
-fi
 for l in $linked; do
   if pkg_of "$l" >>"$w/expected"; then :; else fail "a Debian package owns $l"; fi
 done
@@ -58,6 +46,9 @@ for a in $(tr ' ' '\n' <"$build/CMakeFiles/a3s-sandbox.dir/link.txt" | grep '^/.
 done
 check "the linked libraries' packages found ($(cut -f1 "$w/expected" | sort -u | tr '\n' ' '))" \
   test -s "$w/expected"
+libc_a=$(${CC:-cc} -print-file-name=libc.a)
+static_pkg=$(pkg_of "$libc_a" | cut -f1)
+check "the static libc's package found ($libc_a: $static_pkg)" test -n "$static_pkg"
 
 # The checker: prints one line per problem, exits 1 when there is any.
 cat >"$w/check.py" <<'PY'
