@@ -12,8 +12,8 @@
 # every run that exited 0 wrote into the real W/x/data. Read-only: the victim reads
 # W/x/data/secret; it never shows T's secret, and every run that exited 0 read the real
 # one. Every other run was refused (125). Each kind has two phases: exchanges as fast as
-# possible, then with random pauses of up to 5 ms. A3S_RACE_SECONDS bounds each phase
-# (default 35), A3S_RACE_RUNS its runs.
+# possible, then with random pauses of up to 5 ms. A3S_RACE_SECONDS, A3S_RACE_MIN_RUNS
+# and A3S_RACE_RUNS bound each phase (race_helpers.sh).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/race_helpers.sh"
 require_sandbox
@@ -69,7 +69,7 @@ phase() {
 
   local escaped=0 i=0 died=0 start=$SECONDS wrong=0
   tally_reset
-  while [ "$i" -lt "$MAX_RUNS" ] && [ $((SECONDS - start)) -lt "$BUDGET" ]; do
+  while race_more "$i" "$start"; do
     i=$((i + 1))
     if [ "$kind" = writable ]; then
       cmd="echo pwned > '$W/x/data/canary-$i'"

@@ -11,14 +11,11 @@
 # (its scan did not see it, so it may move sub): then every other run must still mask
 # the right inode or refuse. Two race phases with a fresh W each: exchanges as fast as
 # possible, then with random pauses of up to 5 ms (the exchange lands later in the
-# setup). Victim runs stop at the first leak or new .env of a phase. A3S_RACE_SECONDS
-# bounds each phase (default 35).
+# setup). Victim runs stop at the first leak or new .env of a phase. A3S_RACE_SECONDS,
+# A3S_RACE_MIN_RUNS and A3S_RACE_RUNS bound each phase (race_helpers.sh).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/race_helpers.sh"
 require_sandbox
-
-BUDGET=${A3S_RACE_SECONDS:-35}
-MAX_RUNS=${A3S_RACE_RUNS:-3000}
 
 trap 'race_cleanup; cleanup' EXIT
 trap 'exit 130' INT TERM
@@ -75,7 +72,7 @@ phase() {
   check "[$label] setup: the host wrote the secret into the directory marked sub" eq "$?" 0
 
   local leaks=0 newenv=0 n0=0 n125=0 nother=0 i=0 died=0 start=$SECONDS msgs=''
-  while [ "$i" -lt "$MAX_RUNS" ] && [ $((SECONDS - start)) -lt "$BUDGET" ]; do
+  while race_more "$i" "$start"; do
     i=$((i + 1))
     run_cli -w "$W" -t 30 -c 'cat sub/.env sub2/.env'
     case $RC in

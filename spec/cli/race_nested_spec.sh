@@ -8,7 +8,7 @@
 # path lookup of the setup sees either entry), then with random pauses of up to 5 ms
 # (some runs see a stable W/sub through the checks and the exchange lands later, while
 # the sandbox is being built). Victim runs stop at the first escape of a phase.
-# A3S_RACE_SECONDS bounds each phase (default 35), A3S_RACE_RUNS its number of runs.
+# A3S_RACE_SECONDS, A3S_RACE_MIN_RUNS and A3S_RACE_RUNS bound each phase (race_helpers.sh).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/race_helpers.sh"
 require_sandbox
@@ -38,7 +38,7 @@ phase() {
 
   local escaped=0 i=0 died=0 start=$SECONDS ws
   tally_reset
-  while [ "$i" -lt "$MAX_RUNS" ] && [ $((SECONDS - start)) -lt "$BUDGET" ]; do
+  while race_more "$i" "$start"; do
     i=$((i + 1))
     # argv form: /proc/$$/environ shows the PWD the sandbox was given (diagnostics).
     run_cli -w "$W/sub" -t 30 -- /bin/sh -c \

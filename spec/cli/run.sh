@@ -70,5 +70,6 @@ runuser -u a3s-test -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
   HOME="$(getent passwd a3s-test | cut -d: -f6)" USER=a3s-test LOGNAME=a3s-test \
   A3S_CLI="$([ "$session" = 1 ] && echo "$stage/session-cli/a3s-sandbox" || echo "$stage/a3s-sandbox")" \
   A3S_SESSION_REAL_CLI="$stage/a3s-sandbox" A3S_SOURCE_DIR="$stage" A3S_SANDBOX_POLICY_PATH="$stage/policies" \
-  A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_RACE_SECONDS="${A3S_RACE_SECONDS:-}" A3S_UNPRIV=1 \
+  A3S_MUST_WORK="${A3S_MUST_WORK:-0}" A3S_RACE_SECONDS="${A3S_RACE_SECONDS:-}" \
+  A3S_RACE_MIN_RUNS="${A3S_RACE_MIN_RUNS:-}" A3S_RACE_RUNS="${A3S_RACE_RUNS:-}" A3S_UNPRIV=1 \
   bash "$spec_copy"
