@@ -19,8 +19,7 @@
  *                        Written to a temporary file and renamed, so readers without the
  *                        mutex (a3s_pins_held, during the scan) see a whole record.
  * Pins belong to the workspace, not to the execution that created them: they are
- * removed when the last holder leaves (kept in the state directory for the workspace's
- * next run where possible, pinstash.h), or by the first run that finds the record with no
+ * removed when the last holder leaves, or by the first run that finds the record with no
  * live holder (its creators were killed). A pin so lives as long as the longest holder,
  * never shorter, so no bind mount of a live execution loses its source.
  *
@@ -43,7 +42,6 @@
 #include <unistd.h>
 
 #include "pinrec.h"
-#include "pinstash.h"
 #include "stale.h"
 #include "wsattrs.h"
 
@@ -58,7 +56,6 @@ struct a3s_pins {
     char key[KEY_MAX];
     a3s_strv names; /* held names, parallel to paths */
     a3s_strv paths; /* absolute paths */
-    a3s_pinstash stash; /* placeholders kept between runs (pinstash.h) */
 };
 
 static void ws_key(char *key, dev_t dev, ino_t ino)
@@ -205,55 +202,24 @@ static int pending_add(struct a3s_pin_record *rec, const char *name, bool dir, a
     return 0;
 }
 
-/* Make the pending placeholders rec->v[from..]: one kept in the stash (kept[i] its fd,
- * its identity already in the pending record) is moved to its name directly; any other is
- * made under its temporary name, its identity recorded, then renamed (never over an
- * existing entry) to its name. Each is then recorded as a pin. At every point the record
- * lists all that exists. An entry whose name appeared meanwhile is dropped (the name is
- * left alone). Consumes the kept fds. Returns 0, or -1 with err (the entries stay
- * pending, for the caller to remove). */
+/* Make the pending placeholders rec->v[from..]: each under its temporary name, its
+ * identity recorded, then renamed (never over an existing entry) to its name and
+ * recorded as a pin. At every point the record lists all that exists. An entry whose
+ * name appeared meanwhile is dropped (the name is left alone). Returns 0, or -1 with err
+ * (the entries stay pending, for the caller to remove). */
 static int make_pending(int wsfd, const char *workspace, int statefd, const char *key,
-                        const a3s_pinstash *stash, int *kept, struct a3s_pin_record *rec,
-                        size_t from, a3s_error *err)
+                        struct a3s_pin_record *rec, size_t from, a3s_error *err)
 {
     size_t n = rec->n - from;
     int *fds = malloc(n * sizeof *fds);
-    bool *moved = calloc(n ? n : 1, sizeof *moved);
-    if (!fds || !moved) {
-        free(fds);
-        free(moved);
+    if (!fds)
         return a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
-    }
     for (size_t i = 0; i < n; i++)
         fds[i] = -1;
     int rc = 0;
-    bool made = false;
     struct stat st;
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct a3s_pin_entry *e = &rec->v[from + i];
-        if (kept[i] >= 0) {
-            int k = kept[i];
-            kept[i] = -1;
-            if (a3s_pinstash_place(stash, k, wsfd, e->name, e->dir) == 0) {
-                fds[i] = k;
-                moved[i] = true;
-                continue;
-            }
-            int saved = errno;
-            close(k);
-            if (saved == EEXIST) { /* the name exists: not ours to pin */
-                a3s_pinrec_entry_free(e);
-                continue;
-            }
-            if (saved == ESTALE) {
-                rc = a3s_fail(err, A3S_ERR_SETUP,
-                              "placeholder %s/%s changed while being created (concurrent writer?)",
-                              workspace, e->name);
-                break;
-            }
-            e->dev = 0; /* not moved: made instead */
-            e->ino = 0;
-        }
         if (e->dir)
             fds[i] = mkdirat(wsfd, e->tmp, 0700) < 0
                          ? -1
@@ -269,15 +235,12 @@ static int make_pending(int wsfd, const char *workspace, int statefd, const char
         e->dev = st.st_dev;
         e->ino = st.st_ino;
         rec->dirty = true;
-        made = true;
     }
-    if (rc == 0 && made)
+    if (rc == 0)
         rc = a3s_pinrec_write(statefd, key, rec, err);
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct a3s_pin_entry *e = &rec->v[from + i];
-        if (!e->name)
-            continue; /* dropped above */
-        if (!moved[i] && renameat2(wsfd, e->tmp, wsfd, e->name, RENAME_NOREPLACE) < 0) {
+        if (renameat2(wsfd, e->tmp, wsfd, e->name, RENAME_NOREPLACE) < 0) {
             if (errno != EEXIST) {
                 rc = a3s_fail_errno(err, A3S_ERR_SETUP, errno, "cannot create placeholder %s/%s",
                                     workspace, e->name);
@@ -305,7 +268,6 @@ static int make_pending(int wsfd, const char *workspace, int statefd, const char
         if (fds[i] >= 0)
             close(fds[i]);
     free(fds);
-    free(moved);
     /* Entries dropped above (name NULL) leave the record. */
     size_t w = from;
     for (size_t i = from; i < rec->n; i++)
@@ -459,7 +421,6 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         pins_free(pins);
         return -1;
     }
-    a3s_pinstash_init(&pins->stash, pins->statefd, pins->wsfd, &ws, pins->key);
     int lockfd = lock_open(pins->statefd, pins->key, F_WRLCK, true, err);
     if (lockfd < 0) {
         pins_free(pins);
@@ -500,22 +461,6 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
         rc = pin_one(pins, &rec, dirs->v[i], true, workspace, err);
     for (size_t i = 0; rc == 0 && files && i < files->n; i++)
         rc = pin_one(pins, &rec, files->v[i], false, workspace, err);
-    /* Placeholders kept from an earlier run: their identities go into the pending record
-     * (a kill after the move leaves one the next acquire or sweep recognizes). */
-    int *kept = NULL;
-    size_t nkept = rc == 0 ? rec.n - before : 0;
-    if (nkept > 0 && !(kept = malloc(nkept * sizeof *kept)))
-        rc = a3s_fail(err, A3S_ERR_INTERNAL, "pins: out of memory");
-    for (size_t i = 0; kept && i < nkept; i++)
-        kept[i] = -1;
-    for (size_t i = before; kept && i < rec.n; i++) {
-        struct stat st;
-        kept[i - before] = a3s_pinstash_open(&pins->stash, rec.v[i].name, rec.v[i].dir, &st);
-        if (kept[i - before] >= 0) {
-            rec.v[i].dev = st.st_dev;
-            rec.v[i].ino = st.st_ino;
-        }
-    }
     bool holding = false;
     if (rc == 0) {
         /* Always a holder (the workspace attributes); and before the record names our
@@ -530,12 +475,7 @@ int a3s_pins_acquire_in(const char *root, int wsfd, const char *workspace,
     if (rc == 0 && rec.dirty)
         rc = a3s_pinrec_write(pins->statefd, pins->key, &rec, err);
     if (rc == 0 && rec.n > before)
-        rc = make_pending(pins->wsfd, workspace, pins->statefd, pins->key, &pins->stash, kept,
-                          &rec, before, err);
-    for (size_t i = 0; kept && i < nkept; i++)
-        if (kept[i] >= 0) /* not handed to make_pending */
-            close(kept[i]);
-    free(kept);
+        rc = make_pending(pins->wsfd, workspace, pins->statefd, pins->key, &rec, before, err);
     for (size_t i = before; rc == 0 && i < rec.n; i++)
         rc = pins_hold(pins, workspace, rec.v[i].name, err);
     if (rc < 0) {
@@ -597,8 +537,7 @@ void a3s_pins_release(a3s_pins *pins)
         /* Last one out removes the pins; an unreadable record keeps them (fail safe). */
         if (!others_hold(pins->lockfd) && a3s_pinrec_read(pins->statefd, pins->key, &rec, NULL) == 0) {
             for (size_t i = 0; i < rec.n; i++)
-                if (!a3s_pinstash_keep(&pins->stash, pins->wsfd, &rec.v[i]))
-                    pin_remove(pins->wsfd, &rec.v[i]);
+                pin_remove(pins->wsfd, &rec.v[i]);
             a3s_pinrec_free(&rec);
             (void)a3s_wsattrs_restore(pins->statefd, pins->key, pins->wsfd, true, NULL);
             forget_workspace(pins->statefd, pins->key, pins->lockfd);
@@ -723,12 +662,10 @@ static void sweep_key(int statefd, const char *key)
     a3s_stale_lock_close(lockfd);
 }
 
-/* Every recorded workspace has a lock file "ws-<key>.lock" (created first, removed last);
- * the placeholders kept between runs are "ws-<key>.keep-..." (pinstash.h). */
+/* Every recorded workspace has a lock file "ws-<key>.lock" (created first, removed last). */
 static void sweep_lock_cb(int statefd, const char *name, void *ud)
 {
     (void)ud;
-    a3s_pinstash_sweep_one(statefd, name); /* a placeholder kept too long */
     size_t n = strlen(name);
     if (n < 5 || n >= KEY_MAX + 5 || strcmp(name + n - 5, ".lock") != 0)
         return;

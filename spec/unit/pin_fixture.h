@@ -182,9 +182,8 @@ static inline int acq(const char *ws, const a3s_strv *d, const a3s_strv *f, a3s_
     return a3s_pins_acquire_in(state_root, -1, ws, d, f, out, err);
 }
 
-/* Files in the state directory whose name ends with suffix ("" for all). Tombs ("tomb-*":
- * swept runs whose tag is looked for a while, stale.c) and kept placeholders
- * ("ws-*.keep-*", pinstash.h) are not records. */
+/* Files in the state directory whose name ends with suffix ("" for all). */
+/* Tombs ("tomb-*": swept runs whose tag is looked for a while, stale.c) are not records. */
 static inline size_t state_files(const char *suffix)
 {
     DIR *d = opendir(state_dir);
@@ -194,8 +193,7 @@ static inline size_t state_files(const char *suffix)
     for (struct dirent *de; (de = readdir(d));) {
         size_t l = strlen(de->d_name);
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && l >= sl &&
-            strncmp(de->d_name, "tomb-", 5) != 0 && !strstr(de->d_name, ".keep-") &&
-            strcmp(de->d_name + l - sl, suffix) == 0)
+            strncmp(de->d_name, "tomb-", 5) != 0 && strcmp(de->d_name + l - sl, suffix) == 0)
             n++;
     }
     closedir(d);
