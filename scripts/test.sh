@@ -68,5 +68,5 @@ build=${A3S_BUILD_DIR:-$here/build}
 echo "== full suite ($build)"
 echo "   building: $(first "$build" "seconds when little changed" "first time, about 1 to 2 minutes")"
 "$here/scripts/build.sh"
-echo "   running $(ctest --test-dir "$build" -N "$@" | sed -n 's/^Total Tests: //p') tests, 2 at a time (the whole suite takes 15 to 25 minutes on 2 vCPUs, most of it the race specs; the CLI specs run as root and as a3s-test)"
+echo "   running $(ctest --test-dir "$build" -N "$@" | sed -n 's/^Total Tests: //p') tests, 2 at a time (the whole suite takes 13 to 25 minutes on 2 vCPUs, a third of it the race specs; the CLI specs run as root and as a3s-test)"
 exec ctest --test-dir "$build" --output-on-failure -j 2 "$@"
