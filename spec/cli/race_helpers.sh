@@ -154,13 +154,14 @@ race_cleanup() {
 }
 
 # ---- victims: a phase's budget, outside targets, and the tally of their runs ----------
-# A phase lasts A3S_RACE_SECONDS (default 15) and at least A3S_RACE_MIN_RUNS victim runs
-# (default 500), at most A3S_RACE_RUNS (3000). The floor is what makes a phase able to
+# A phase lasts A3S_RACE_SECONDS (default 12) and at least A3S_RACE_MIN_RUNS victim runs
+# (default 250), at most A3S_RACE_RUNS (3000). The floor is what makes a phase able to
 # lose: on the code before each fix these races were lost within 55 victim runs at worst
-# (race_mask: runs 1 and 55; race_nested: runs 1 and 2; race_bindroot: 7 and 14), and a
-# slow or loaded machine gets fewer runs per second, not fewer runs.
-BUDGET=${A3S_RACE_SECONDS:-15}
-MIN_RUNS=${A3S_RACE_MIN_RUNS:-500}
+# (race_mask: runs 1 and 55 of its two phases; race_nested: 1 and 2; race_bindroot: 7
+# and 14), and a slow or loaded machine (a session's commands are slower) gets more
+# time, not fewer runs.
+BUDGET=${A3S_RACE_SECONDS:-12}
+MIN_RUNS=${A3S_RACE_MIN_RUNS:-250}
 MAX_RUNS=${A3S_RACE_RUNS:-3000}
 # race_more I START: another victim run in this phase?
 race_more() {
