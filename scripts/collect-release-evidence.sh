@@ -73,7 +73,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not installed
     echo "$lib (pkg-config): $(pkg-config --modversion "$lib" 2>&1)"
   done
   echo "lua: $(first_line lua5.4 -v)"
-  for p in libseccomp2 libjansson4 libnettle8 liblua5.4-0 libc6 libc6-dev; do
+  for p in libseccomp2 libjansson4 libnettle8 liblua5.4-0 libc6 libc6-dev musl-dev; do
     echo "package $p: $(pkgver "$p")"
   done
   echo "python3: $(first_line python3 --version)"

@@ -8,8 +8,8 @@
 # `dpkg-query -W` for its version. Every file is also linked again from the build's own
 # link command with the linker's trace (-t -t: the archive members it took), to a
 # temporary file that must come out byte-identical to the built one: the packages of the
-# archives and start files it used (libc.a of libc6-dev and libgcc.a of libgcc-N-dev for
-# the static helpers; liblua5.4.a, libseccomp.a, libjansson.a and libnettle.a of their
+# archives and start files it used (libc.a and the start files of musl-dev, or of libc6-dev
+# where musl is not installed, and libgcc.a of libgcc-N-dev for the static helpers; liblua5.4.a, libseccomp.a, libjansson.a and libnettle.a of their
 # -dev packages for the CLI, which links them statically where they are found) are
 # theirs. Which own file embeds which helper is found by looking for
 # the helper's stripped image in its bytes. Needs python3 (standard library), dpkg, ldd.

@@ -7,8 +7,9 @@ set -euo pipefail
 # child of the CLI execs (mediator_process spec); procps' pgrep finds the mediator;
 # man-db and groff-base render the man pages (manpage spec); minisign signs and verifies
 # the release checksums (scripts/sign-release.sh, release spec); python3 and nodejs run
-# the clients of `a3s-sandbox serve` and their tests.
-PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4
+# the clients of `a3s-sandbox serve` and their tests; musl-tools links the helpers that
+# run inside the sandbox small (CMakeLists.txt, A3S_MUSL_HELPERS).
+PKGS=(build-essential cmake pkg-config bubblewrap libseccomp-dev liblua5.4-dev lua5.4 musl-tools
       lua-unit libjansson-dev nettle-dev python3 util-linux passwd time acl clang
       libclang-rt-dev strace procps man-db groff-base minisign nodejs)
 

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "join.h"
+#include "pathexec.h"
 #include "protocol.h"
 #include "setup.h"
 #include "util.h"
@@ -114,10 +115,11 @@ static int reap_as_init(pid_t cmd, int sfd)
 
 /* The command's process, until its exec: the terminal (when stdin is one) as its
  * controlling terminal, the launcher's signal mask (SIGCHLD unblocked for a session's
- * init), then execvp. It shares the launcher's memory (see spawn_command): only system
+ * init), then the exec (as execvp does it: pathexec.h). It shares the launcher's memory (see spawn_command): only system
  * calls and write(2) here, no stdio and no allocation. */
 typedef struct cmd_args {
     char **cmd;
+    char **sh_argv; /* the /bin/sh fallback's argv (pathexec.h) */
     sigset_t mask;
 } cmd_args;
 
@@ -138,7 +140,7 @@ static int cmd_entry(void *p)
     }
     if (sigprocmask(SIG_SETMASK, &a->mask, NULL) < 0)
         _exit(A3S_EXIT_SETUP);
-    execvp(a->cmd[0], a->cmd);
+    a3s_pathexec_run(a->cmd, a->sh_argv);
     int e = errno;
     if (e == ENOENT || e == ENOTDIR) {
         say(a->cmd[0], ": command not found", "");
@@ -224,8 +226,8 @@ static int launch(char **cmd)
         return A3S_EXIT_SETUP;
     }
 
-    cmd_args ca = {.cmd = cmd};
-    if (sigprocmask(SIG_SETMASK, NULL, &ca.mask) < 0 ||
+    cmd_args ca = {.cmd = cmd, .sh_argv = a3s_pathexec_shell_argv(cmd)};
+    if (!ca.sh_argv || sigprocmask(SIG_SETMASK, NULL, &ca.mask) < 0 ||
         (init && sigdelset(&ca.mask, SIGCHLD) < 0))
         return A3S_EXIT_SETUP;
     pid_t pid = spawn_command(&ca);

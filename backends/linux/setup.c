@@ -33,6 +33,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#ifndef STATX_TYPE
+#include <linux/stat.h> /* struct statx: musl before 1.2.5 declares none */
+#endif
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -106,7 +109,8 @@ static int sys_mount_setattr(int fd, unsigned flags, unsigned long long set,
 static int mnt_id_of(int fd, unsigned long long *id)
 {
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0)
+    /* The system call itself: not every C library the launcher is linked with wraps it. */
+    if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0)
         return -1;
     if (!(sx.stx_mask & STATX_MNT_ID)) {
         errno = ENOSYS;

@@ -77,6 +77,26 @@ printf 'data' >"$ws/not-exec"
 chmod 0644 "$ws/not-exec"
 run_cli -w "$ws" -- "$(cd "$ws" && pwd -P)/not-exec"
 check "program not executable: 126" eq "$RC" 126
+# The command is found and started as GNU libc's execvp does it, whatever C library the
+# launcher is linked with: a file without a "#!" line runs with /bin/sh, by path and found
+# in PATH; a match that may not be executed is passed over for a later one, and is 126
+# when there is none.
+printf 'echo "no-shebang $1"\n' >"$ws/plain-script"
+chmod 0755 "$ws/plain-script"
+wsr=$(cd "$ws" && pwd -P)
+run_cli -w "$ws" -- "$wsr/plain-script" one
+check "a script without #! runs with /bin/sh (by path)" eq "$OUT" "no-shebang one"
+run_cli -w "$ws" -e "PATH=/nonexistent:$wsr:/usr/bin:/bin" -- plain-script two
+check "... and found in PATH ($OUT)" eq "$OUT" "no-shebang two"
+mkdir -p "$ws/denied"
+printf '#!/bin/sh\necho wrong\n' >"$ws/denied/echo"
+chmod 0644 "$ws/denied/echo"
+run_cli -w "$ws" -e "PATH=$wsr/denied:/usr/bin:/bin" -- echo right
+check "a PATH match that may not run is passed over ($OUT)" eq "$OUT" right
+run_cli -w "$ws" -e "PATH=$wsr/denied" -- echo right
+check "... and is 126 when nothing else matches" eq "$RC" 126
+run_cli -w "$ws" -e "PATH=$wsr/denied" -- a3s-no-such-program
+check "nothing in PATH: 127" eq "$RC" 127
 check "the CLI forwards its stdin" eq "$(printf fwd-in | "$A3S" -w "$ws" -- cat 2>/dev/null)" fwd-in
 check "default workspace is the current directory" eq \
   "$(cd "$ws" && "$A3S" -c 'pwd -P; touch made-in-cwd' 2>/dev/null </dev/null)" "$(cd "$ws" && pwd -P)"

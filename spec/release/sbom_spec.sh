@@ -5,7 +5,7 @@
 # bom-refs, dependencies that name only existing bom-refs; every library that `ldd` shows
 # for the CLI appears as its Debian package (found here with dpkg-query, independently of
 # the script) and the CLI depends on it; the statically linked helpers depend on the
-# package of the libc.a the compiler links; the own files' SHA-256 are theirs. The
+# package of the libc.a their link takes (musl's where they are linked against musl); the own files' SHA-256 are theirs. The
 # checker itself fails on broken copies of the document.
 set -uo pipefail
 source "$A3S_SOURCE_DIR/spec/cli/lib.sh"
@@ -46,9 +46,19 @@ for a in $(tr ' ' '\n' <"$build/CMakeFiles/a3s-sandbox.dir/link.txt" | grep '^/.
 done
 check "the linked libraries' packages found ($(cut -f1 "$w/expected" | sort -u | tr '\n' ' '))" \
   test -s "$w/expected"
-libc_a=$(${CC:-cc} -print-file-name=libc.a)
-static_pkg=$(pkg_of "$libc_a" | cut -f1)
-check "the static libc's package found ($libc_a: $static_pkg)" test -n "$static_pkg"
+# The libc.a each static helper's link takes: the compiler's, or musl's where the link
+# command gives musl's specs (CMakeLists.txt, A3S_MUSL_HELPERS).
+static_pkg=""
+for h in launch relay; do
+  specs=$(tr ' ' '\n' <"$build/CMakeFiles/a3s-sandbox-$h.dir/link.txt" | sed -n 's/^-specs=//p' | head -1)
+  # Which libc.a a static link with these options takes, from a link of the spec's own.
+  libc_a=$(printf 'int main(void) { return 0; }\n' |
+           ${CC:-cc} ${specs:+-specs="$specs"} -static -x c - -o "$w/libc-probe" -Wl,-t 2>&1 |
+           sed -n 's|^(\(/[^)]*/libc\.a\)).*$|\1|p; s|^\(/[^ ]*/libc\.a\)$|\1|p' | head -1)
+  pkg=$(pkg_of "$libc_a" | cut -f1)
+  check "a3s-sandbox-$h: the static libc's package found ($libc_a: $pkg)" test -n "$pkg"
+  static_pkg="$static_pkg${static_pkg:+,}a3s-sandbox-$h=$pkg"
+done
 
 # The checker: prints one line per problem, exits 1 when there is any.
 cat >"$w/check.py" <<'PY'
@@ -114,10 +124,10 @@ for line in open(expected):
     need(c and c.get("purl", "").startswith(f"pkg:deb/debian/{name}@") and "arch=" in c.get("purl", ""),
          f"linked package {name}: purl pkg:deb/debian/{name}@...?arch=")
     need(c and c["bom-ref"] in dep_of.get(cli.get("bom-ref"), []), f"the CLI depends on {name}")
-for h in ("a3s-sandbox-launch", "a3s-sandbox-relay"):
-    s = by_name.get(static_pkg)
+for h, pkg in (x.split("=") for x in static_pkg.split(",")):
+    s = by_name.get(pkg)
     need(s and by_name.get(h) and s["bom-ref"] in dep_of.get(by_name[h]["bom-ref"], []),
-         f"the static {h} depends on {static_pkg}")
+         f"the static {h} depends on {pkg}")
 for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
