@@ -140,6 +140,10 @@ typedef struct a3s_backend_ops {
      * its opening), record and make the scratch dir (*scratch, owned by the run). */
     int (*run_open)(a3s_backend *be, a3s_backend_run **out, const char **scratch, bool sweep,
                     a3s_error *err);
+    /* A run that will execute, just opened: start what of its boundary needs no plan yet,
+     * while the engine evaluates the policy and prepares it (best effort, may be NULL).
+     * Nothing of the command runs before run_exec; run_close releases what was not used. */
+    void (*run_ahead)(a3s_backend *be, a3s_backend_run *run);
     /* Refuse what this backend could not enforce of a frozen plan, before anything of a
      * run is made, so that checking a policy and running it refuse the same things: the
      * rules that need no host (syscall names the filter compiler knows) and, when host,

@@ -31,6 +31,10 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
     if (be->ops->run_open(be, &pp->run, &pp->scratch, sess == NULL, err) < 0)
         return -1;
     a3s_trace_mark("run-open (sweeps, run record, scratch dir)");
+    /* A fresh run that will execute (a session's commands have their boundary, a
+     * session's own first run is never executed, a described plan runs nothing). */
+    if (pin && !sess && !facts && be->ops->run_ahead)
+        be->ops->run_ahead(be, pp->run);
     /* Every run evaluates the policy for the host as it is now, also a session's command
      * (what the policy reads of the host may have changed since the session opened: a
      * new file to mask). A session's commands see its scratch path, whichever directory

@@ -90,11 +90,14 @@
  *           there, entered by path once every mount is made; A..D=0
  *   cwd     PATH relative to the workspace, resolved below it (symbolic links followed
  *           while they stay there): the command starts in that directory; A..D=0
+ *   limit   (after the others, before ids) PATH=nofile, core or fsize, A=that resource
+ *           limit (soft and hard), B,C,D=0: set for the setup step and the command (a
+ *           sandbox started before its plan was known has the caller's limits)
  *   ids     A,B=uid,gid to run as in the sandbox's user namespace, C,D=uid,gid the
  *           command sees (a nested user namespace maps C to A and D to B)
  *
  * The last record is "ids". Every mount is verified after all are made. */
-#define A3S_SETUP_MAGIC "a3s-setup-1"
+#define A3S_SETUP_MAGIC "a3s-setup-2"
 #define A3S_SETUP_FIELDS 6
 #define A3S_SETUP_MAX_BYTES (16u << 20)
 #define A3S_SETUP_OPTIONAL 1u

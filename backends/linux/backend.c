@@ -21,6 +21,7 @@
 #include "json.h"
 #include "protocol.h"
 #include "a3s_seccomp.h"
+#include "ahead.h"
 #include "stale.h"
 
 static const char *getenv_of(const a3s_backend_host *h, const char *name)
@@ -151,6 +152,7 @@ int a3s_linux_run_new(const char *tmp, bool sweep, a3s_backend_run **out, const 
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
+    run->ahead = (a3s_warm)A3S_WARM_NONE;
     if (a3s_runres_open(&run->res, tmp, sweep, err) < 0) {
         free(run);
         return -1;
@@ -176,6 +178,7 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
     (void)base;
     if (!run)
         return;
+    a3s_warm_discard(&run->ahead); /* a sandbox started for a run that never executed */
     a3s_strv_free(&run->setup);
     a3s_strv_free(&run->host);
     a3s_strv_free(&run->env);
@@ -224,14 +227,11 @@ static int set_proxy_env(a3s_strv *env)
     return 0;
 }
 
-/* Root callers: the command runs under an unprivileged host id, with the workspace and
- * the scratch dir as idmapped mounts (rootid.h). Where that cannot be done, the run is
- * refused unless host root was allowed. Other callers run as themselves. */
-static int mapped_identity(a3s_linux_backend *be, a3s_backend_run *run, const a3s_plan *p,
-                           a3s_error *err)
+/* The mapped identity's user namespaces (rootid.h), made once per backend for root
+ * callers; what failed is kept in be->rootid_error. -1 with err only for an unusable
+ * A3S_SANDBOX_MAPPED_ID. */
+static int rootid_once(a3s_linux_backend *be, a3s_error *err)
 {
-    if (geteuid() != 0)
-        return 0;
     a3s_error e = {0};
     if (!be->rootid_tried) {
         uint32_t id = A3S_MAPPED_ID_DEFAULT;
@@ -250,6 +250,20 @@ static int mapped_identity(a3s_linux_backend *be, a3s_backend_run *run, const a3
             !(be->rootid_error = a3s_strdup(e.msg)))
             return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
     }
+    return 0;
+}
+
+/* Root callers: the command runs under an unprivileged host id, with the workspace and
+ * the scratch dir as idmapped mounts (rootid.h). Where that cannot be done, the run is
+ * refused unless host root was allowed. Other callers run as themselves. */
+static int mapped_identity(a3s_linux_backend *be, a3s_backend_run *run, const a3s_plan *p,
+                           a3s_error *err)
+{
+    if (geteuid() != 0)
+        return 0;
+    a3s_error e = {0};
+    if (rootid_once(be, err) < 0)
+        return -1;
     if (!be->rootid_error) {
         bool ro = true;
         for (size_t i = 0; i < p->nfs; i++)
@@ -271,6 +285,36 @@ static int mapped_identity(a3s_linux_backend *be, a3s_backend_run *run, const a3
         return 0; /* reported as identity "host-root" */
     *err = e;
     return -1;
+}
+
+/* A fresh run's sandbox, started while the engine prepares the run (ahead.h). Best
+ * effort: what is not started here, run_exec starts as before. Not with a launcher given
+ * by path, nor when A3S_SANDBOX_AHEAD is "0". */
+static void lb_run_ahead(a3s_backend *base, a3s_backend_run *run)
+{
+    a3s_linux_backend *be = (a3s_linux_backend *)base;
+    const char *off = getenv_of(&be->h, "A3S_SANDBOX_AHEAD");
+    if (be->why_unusable || !be->bwrap || be->launcher || run->ahead.pid > 0 ||
+        (off && !strcmp(off, "0")))
+        return;
+    a3s_error e = {0};
+    /* The identity the run will have: mapped for a root caller whose user namespaces
+     * could be made (a run that ends up otherwise discards this sandbox). */
+    bool mapped = geteuid() == 0 && rootid_once(be, &e) == 0 && !be->rootid_error;
+    int img = a3s_linux_image(be, A3S_HELPER_LAUNCH, &e);
+    a3s_ahead_spec spec = {.bwrap = be->bwrap, .launcher_img = -1, .userns = -1,
+                           .tag = a3s_stale_run_tag(run->res.rec), .cwd = be->h.workspace};
+    if (img < 0 || (spec.launcher_img = fcntl(img, F_DUPFD_CLOEXEC, 0)) < 0 ||
+        (mapped && (spec.userns = fcntl(be->rootid.sandbox_ns, F_DUPFD_CLOEXEC, 0)) < 0)) {
+        if (spec.launcher_img >= 0)
+            close(spec.launcher_img);
+        return;
+    }
+    if (a3s_ahead_start(&run->ahead, &spec, &e) < 0)
+        return;
+    a3s_runres_record_pid(run->res.rec, run->ahead.pid);
+    run->ahead_mapped = mapped;
+    a3s_trace_mark("sandbox started ahead");
 }
 
 static int copy_env(a3s_strv *dst, const a3s_strv *src, a3s_error *err)
@@ -442,6 +486,7 @@ static const a3s_backend_ops linux_ops = {
     .program = lb_program,
     .plan_check = lb_plan_check,
     .run_open = lb_run_open,
+    .run_ahead = lb_run_ahead,
     .scan_hooks = a3s_linux_run_scan_hooks,
     .run_prepare = lb_run_prepare,
     .run_describe = lb_run_describe,

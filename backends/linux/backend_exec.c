@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "a3s_seccomp.h"
+#include "ahead.h"
 #include "bwrap.h"
 #include "helpers.h"
 #include "linux_backend.h"
@@ -103,6 +105,52 @@ static int image_fd(a3s_linux_backend *be, bool wanted, a3s_helper h, int *fd, a
     if ((*fd = fcntl(img, F_DUPFD_CLOEXEC, 0)) < 0)
         return a3s_fail_errno(err, A3S_ERR_SETUP, errno, "%s: dup", a3s_helpers_name(h));
     return 0;
+}
+
+/* The plan's resource limits are set again inside (its "limit" records), where they can
+ * only be lowered: one above the caller's hard limit is set by the supervisor before
+ * bubblewrap starts (exec.c), in a sandbox started for the run. */
+static bool limits_reachable(const a3s_launch *l)
+{
+    const struct {
+        int res;
+        bool set;
+        int64_t v;
+    } lim[] = {{RLIMIT_NOFILE, l->nofile > 0, l->nofile},
+               {RLIMIT_CORE, l->core_bytes >= 0, l->core_bytes},
+               {RLIMIT_FSIZE, l->fsize > 0, l->fsize}};
+    for (size_t i = 0; i < sizeof lim / sizeof *lim; i++) {
+        struct rlimit r;
+        if (lim[i].set && (getrlimit(lim[i].res, &r) < 0 ||
+                           (r.rlim_max != RLIM_INFINITY && (rlim_t)lim[i].v > r.rlim_max)))
+            return false;
+    }
+    return true;
+}
+
+/* The sandbox started ahead (ahead.h) takes the run when it is the boundary the run
+ * needs: bubblewrap's options equal but for the environment, which its launcher gets
+ * with the command. It holds bwrap's options, status pipe, the launcher's image and the
+ * user namespace already; the rest is handed over (warm.h). Otherwise it is discarded
+ * now, and bubblewrap is started for the run as without it (so it is too when the
+ * handover fails: exec.c). */
+static void use_ahead(a3s_backend_run *run, a3s_launch *l)
+{
+    bool fits = run->ahead.pid > 0 && !run->mediated && l->ncgroup_fds == 0 && !l->tty &&
+                run->mapped == run->ahead_mapped &&
+                a3s_ahead_args_fit(&run->args, run->ahead_mapped) && limits_reachable(l);
+    if (!fits) {
+        a3s_warm_discard(&run->ahead);
+        return;
+    }
+    for (size_t i = 0; i < l->nkeep; i++) {
+        int t = l->keep[i].target;
+        l->keep[i].held = t == A3S_FD_ARGS || t == A3S_FD_STATUS ||
+                          t == A3S_FD_LAUNCHER_IMAGE || t == A3S_FD_USERNS;
+    }
+    l->warm = &run->ahead;
+    l->warm_argv = run->cmd.v + 1; /* run->cmd is "--", the launcher's argv */
+    l->warm_envp = run->env.v;
 }
 
 /* What bwrap said before the command could start, for "never started" errors. */
@@ -234,6 +282,7 @@ int a3s_linux_run_exec(a3s_backend *base, a3s_backend_run *run, const a3s_run_io
     }
     l.started_fd = started[0];
     l.status_fd = status[0];
+    use_ahead(run, &l);
     /* a3s_exec_run consumes the keep fds. */
     started[1] = status[1] = args_fd = seccomp_fd = cmd_filter_fd = setup_fd = -1;
     channel_fd = launch_img = relay_img = -1;

@@ -194,7 +194,7 @@ static void host_records(builder *rec, const a3s_strv *h, const a3s_strv *nolink
 /* The setup records: the mounts outside the workspace, workspace and scratch, then every
  * rule inside the workspace and the held directories (shallowest first, masks last, as
  * bwrap orders its own), then the command's identity. */
-static void build_setup(builder *b, builder *rec)
+static void build_setup(builder *b, builder *rec, const a3s_limits *lim)
 {
     const a3s_bwrap_cmd *c = b->cmd;
     const a3s_scan_result *sr = c->scan;
@@ -234,6 +234,14 @@ static void build_setup(builder *b, builder *rec)
     }
     if (c->cwd)
         push_rec(rec, "cwd", c->cwd, 0, 0, 0, 0);
+    /* The plan's resource limits, set again by the setup step for itself and the command:
+     * a sandbox started before the plan was known has the caller's (ahead.h). */
+    if (lim->nofile > 0)
+        push_rec(rec, "limit", "nofile", (unsigned long long)lim->nofile, 0, 0, 0);
+    if (lim->core_bytes >= 0)
+        push_rec(rec, "limit", "core", (unsigned long long)lim->core_bytes, 0, 0, 0);
+    if (lim->file_size_bytes > 0)
+        push_rec(rec, "limit", "fsize", (unsigned long long)lim->file_size_bytes, 0, 0, 0);
     /* Mapped: run as sandbox uid 1 (the unprivileged host id), shown as root. */
     if (c->mapped)
         push_rec(rec, "ids", "", 1, 1, 0, 0);
@@ -585,7 +593,7 @@ static bool is_fd_path(const char *p)
 
 /* The namespaces, the setup step's capabilities and the read-only host view with /dev
  * and /proc: what every sandbox (a fresh run or a session) starts from. */
-static void push_base(builder *b, const a3s_plan *p, bool mapped)
+static void push_base(builder *b, bool unshare_net, bool mapped)
 {
     char num[32];
     push(b, "--die-with-parent");
@@ -607,7 +615,7 @@ static void push_base(builder *b, const a3s_plan *p, bool mapped)
     push(b, "--unshare-ipc");
     push(b, "--unshare-uts");
     push(b, "--unshare-cgroup-try");
-    if (p->network == A3S_NET_NONE)
+    if (unshare_net)
         push(b, "--unshare-net");
     push3(b, "--hostname", "a3s-sandbox", NULL);
     push3(b, "--cap-drop", "ALL", NULL);
@@ -623,11 +631,53 @@ static void push_base(builder *b, const a3s_plan *p, bool mapped)
     push3(b, "--proc", "/proc", NULL);
 }
 
+/* A fresh run's options after the mounts: bwrap leaves the sandbox in "/" (see below),
+ * with only the command's environment (env: none yet, for a sandbox started ahead,
+ * whose launcher gets it with its command), its status on A3S_FD_STATUS and the launcher
+ * as pid 1 unless a relay comes first. */
+static void push_tail(builder *b, const a3s_strv *env, bool relay)
+{
+    char num[32];
+    push3(b, "--chdir", "/", NULL);
+    push(b, "--clearenv");
+    for (size_t i = 0; env && i < env->n; i++) {
+        const char *eq = strchr(env->v[i], '=');
+        if (!eq)
+            continue;
+        char *name = a3s_strndup(env->v[i], (size_t)(eq - env->v[i]));
+        if (!name) {
+            b->failed = 1;
+            break;
+        }
+        push3(b, "--setenv", name, eq + 1);
+        free(name);
+    }
+    snprintf(num, sizeof num, "%d", A3S_FD_STATUS);
+    push3(b, "--json-status-fd", num, NULL);
+    /* The launcher is the pid namespace's init (it reaps orphans, and its end ends the
+     * namespace, as a session's command's does: launch.c): bwrap's own reaper would be
+     * one more process per run (2.5 ms of a run on a virtual machine). Under a relay,
+     * which reaps only its own child, bwrap's reaper stays. */
+    if (!relay)
+        push(b, "--as-pid-1");
+}
+
 int a3s_bwrap_session_args(const a3s_plan *p, bool mapped, a3s_strv *out, a3s_error *err)
 {
     a3s_bwrap_cmd none = {.mapped = mapped};
     builder b = {.out = out, .cmd = &none};
-    push_base(&b, p, mapped);
+    push_base(&b, p->network == A3S_NET_NONE, mapped);
+    if (b.failed)
+        return a3s_fail(err, A3S_ERR_INTERNAL, "building the bwrap arguments: out of memory");
+    return 0;
+}
+
+int a3s_bwrap_ahead_args(bool mapped, a3s_strv *out, a3s_error *err)
+{
+    a3s_bwrap_cmd none = {.mapped = mapped};
+    builder b = {.out = out, .cmd = &none};
+    push_base(&b, true, mapped);
+    push_tail(&b, NULL, false);
     if (b.failed)
         return a3s_fail(err, A3S_ERR_INTERNAL, "building the bwrap arguments: out of memory");
     return 0;
@@ -639,9 +689,8 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
 {
     builder b = {.out = out, .host = host, .cmd = cmd, .ws = p->workspace,
                  .scratch = p->scratch};
-    char num[32];
 
-    push_base(&b, p, cmd->mapped);
+    push_base(&b, p->network == A3S_NET_NONE, cmd->mapped);
     /* The command maps to the caller's uid; for a root caller that is the host's root, and
      * procfs checks many host-global knobs (/proc/sys, sysrq-trigger) by uid alone. */
     hpush3(&b, "--remount-ro", "/proc", NULL);
@@ -667,31 +716,10 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
      * end up hidden below them and still be the command's. The setup step enters the
      * workspace once every mount is made (its mount, or a "chdir" record by path; then
      * the working directory: a "cwd" record). */
-    push3(&b, "--chdir", "/", NULL);
-    push(&b, "--clearenv");
-    for (size_t i = 0; i < env->n; i++) {
-        const char *eq = strchr(env->v[i], '=');
-        if (!eq)
-            continue;
-        char *name = a3s_strndup(env->v[i], (size_t)(eq - env->v[i]));
-        if (!name) {
-            b.failed = 1;
-            break;
-        }
-        push3(&b, "--setenv", name, eq + 1);
-        free(name);
-    }
-    snprintf(num, sizeof num, "%d", A3S_FD_STATUS);
-    push3(&b, "--json-status-fd", num, NULL);
-    /* The launcher is the pid namespace's init (it reaps orphans, and its end ends the
-     * namespace, as a session's command's does: launch.c): bwrap's own reaper would be
-     * one more process per run (2.5 ms of a run on a virtual machine). Under a relay,
-     * which reaps only its own child, bwrap's reaper stays. */
-    if (!cmd->relay)
-        push(&b, "--as-pid-1");
+    push_tail(&b, env, cmd->relay != NULL);
     /* bwrap reads only options from --args: the command goes on the real argv. */
     builder rec = {.out = setup};
-    build_setup(&b, &rec);
+    build_setup(&b, &rec, &p->limits);
     b.failed |= rec.failed;
     builder c = {.out = cmd_out};
     push(&c, "--");

@@ -73,6 +73,10 @@ int a3s_bwrap_build_args(const a3s_plan *p, const a3s_strv *env, const a3s_bwrap
  * read-only host view that every command of the session starts from; nothing else. */
 int a3s_bwrap_session_args(const a3s_plan *p, bool mapped, a3s_strv *out, a3s_error *err);
 
+/* bwrap's options for a fresh run's sandbox started before its plan is known (ahead.h):
+ * a fresh run's own for a plan without network, without the command's environment. */
+int a3s_bwrap_ahead_args(bool mapped, a3s_strv *out, a3s_error *err);
+
 /* Write args NUL-separated into a sealed memfd at offset 0 (for --args and the setup
  * records). Returns the fd (CLOEXEC) or -1 with err. */
 int a3s_bwrap_args_memfd(const a3s_strv *args, a3s_error *err);

@@ -286,6 +286,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 {
     int out_p[2] = {-1, -1}, errp[2] = {-1, -1}, in_p[2] = {-1, -1}, ep[2] = {-1, -1};
     int null_fd = -1, pidfd = -1, ns_pidfd = -1, tfd = -1, tty_slave = -1;
+    int warm_status = -1; /* taken from a warm launcher under bubblewrap: ours to close */
     int rc = -1;
     bool keep_closed = false;
     pid_t pid = -1;
@@ -378,6 +379,9 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     pid = l->warm ? a3s_warm_handover(l->warm, l, in_fd, ca.out_fd, ca.errout_fd) : -1;
     if (pid > 0) {
         close_fd(&ep[1]);
+        /* Under bubblewrap, its status is the sandbox's (ahead.h). */
+        warm_status = l->warm->status;
+        l->warm->status = -1;
     } else {
         if (l->warm)
             a3s_warm_discard(l->warm);
@@ -457,7 +461,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     size_t status_len = 0;
     char launch_buf[64];
     size_t launch_len = 0;
-    int started_fd = l->started_fd, status_fd = l->status_fd;
+    int started_fd = l->started_fd, status_fd = warm_status >= 0 ? warm_status : l->status_fd;
     bool exited = false, killed = false;
     unsigned long long exit_ms = 0;
 
@@ -751,6 +755,7 @@ out:
     close_fd(&pidfd);
     close_fd(&ns_pidfd);
     close_fd(&tfd);
+    close_fd(&warm_status);
     free(buf);
     free(feed.buf);
     a3s_mirror_close(&m);

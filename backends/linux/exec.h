@@ -78,8 +78,13 @@ typedef struct a3s_launch {
     void (*on_pid)(void *ud, pid_t pid);
     void *pid_ud;
     /* A warm launcher (warm.h) to hand the command to instead of starting one; when it
-     * cannot take it, it is discarded and one is started as without it. */
+     * cannot take it, it is discarded and one is started as without it. It gets
+     * warm_argv and warm_envp when set (a launcher under bubblewrap: its own argv and
+     * the command's environment, where path, argv and envp start bubblewrap), else
+     * argv and envp. */
     struct a3s_warm *warm;
+    char *const *warm_argv;
+    char *const *warm_envp;
 } a3s_launch;
 
 /* Run to completion. Returns 0 when the process was spawned and reaped (whatever its

@@ -1,6 +1,7 @@
 /* a3s-sandbox-launch: the trusted first program inside the sandbox.
  *
  *   a3s-sandbox-launch [--tag TAG] [--join] --setup [--exec] -- PROGRAM [ARG...]
+ *   a3s-sandbox-launch [--tag TAG] [--join] --setup --warm
  *   a3s-sandbox-launch [--tag TAG] --hold [--net]
  *   a3s-sandbox-launch PROGRAM [ARG...]
  *
@@ -11,6 +12,8 @@
  * otherwise it launches PROGRAM itself. --join (a session's command, started on the host)
  * first enters the session's namespaces and makes the command's own; --hold (once per
  * session, started by bwrap) hands the session's namespaces to its owner (join.c).
+ * --warm: started before its command is known, it waits on A3S_FD_WARM for the command's
+ * descriptors, argv (these options again, without --warm) and environment (warm.h).
  *
  * Launching: protocol on fd 3 (a pipe to the supervisor): "S" once the sandbox is set up
  * (anything failing before that is the sandbox's failure, not the command's); then
@@ -324,8 +327,9 @@ int main(int argc, char **argv)
     int i = parse_flags(argc, argv, &f);
     if (f.hold && !f.setup && !f.join && !f.warm && i == argc)
         return a3s_join_hold(f.net) < 0 ? A3S_EXIT_SETUP : 0;
-    /* A warm launcher (protocol.h: A3S_FD_WARM) is started without its command. */
-    if (f.warm && (!f.join || !f.setup || f.then_exec || f.hold || i != argc))
+    /* A warm launcher (protocol.h: A3S_FD_WARM) is started without its command: a
+     * session's on the host (--join), or a fresh run's by bubblewrap. */
+    if (f.warm && (!f.setup || f.then_exec || f.hold || i != argc))
         return usage();
     if (!f.warm && (i >= argc || (f.then_exec && !f.setup) || (f.join && !f.setup) || f.hold))
         return usage();
@@ -333,11 +337,13 @@ int main(int argc, char **argv)
         return A3S_EXIT_SETUP;
     if (f.warm) {
         /* Its command came: go on as a launcher started for it, in the namespaces entered
-         * already (a session command's argv: --join --setup, never --warm or --hold). */
+         * or made already (its argv: --setup, with --join exactly when this launcher
+         * joined a session; never --exec, --warm or --hold). */
+        bool joined = f.join;
         if (a3s_join_warm(&argc, &argv) < 0)
             return A3S_EXIT_SETUP;
         i = parse_flags(argc, argv, &f);
-        if (i >= argc || !f.join || !f.setup || f.then_exec || f.hold || f.warm)
+        if (i >= argc || f.join != joined || !f.setup || f.then_exec || f.hold || f.warm)
             return usage();
     }
     if (f.setup && a3s_setup_run(f.then_exec) < 0)

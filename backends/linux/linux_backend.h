@@ -10,6 +10,7 @@
 #include "cgroup.h"
 #include "rootid.h"
 #include "runres.h"
+#include "warm.h"
 
 typedef struct a3s_linux_backend {
     a3s_backend base;
@@ -52,6 +53,8 @@ struct a3s_backend_run {
     char *host_cwd;
     int host_cwd_fd; /* process-host: that directory, opened beneath the workspace, or -1 */
     a3s_backend_session *session; /* a command of this session (session.c), or NULL */
+    a3s_warm ahead;    /* its sandbox, started while it was prepared (ahead.h) */
+    bool ahead_mapped; /* ... with the mapped identity */
 };
 
 /* Make the linux-bwrap backend. Fails only for what no run could do without (trusted

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #ifndef STATX_TYPE
 #include <linux/stat.h> /* struct statx: musl before 1.2.5 declares none */
@@ -41,6 +42,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "mountinfo.h"
 #include "protocol.h"
 #include "setup_host.h"
 #include "setup_identity.h"
@@ -529,51 +531,113 @@ static int verify(ctx *c, op *ops, size_t n)
 /* After the view is private: no mount below the workspace but the ones made here. One
  * the host made after the policy read its mount table (which refuses a workspace holding
  * one) could have arrived until now, writable and unhidden. */
+typedef struct foreign {
+    const ctx *c;
+    const op *ops;
+    size_t n;
+} foreign;
+
+static int foreign_one(void *ud, const a3s_mountinfo *m)
+{
+    const foreign *f = ud;
+    size_t wl = strlen(f->c->ws);
+    if (strncmp(m->point, f->c->ws, wl) != 0 || m->point[wl] != '/')
+        return 0;
+    for (size_t i = 0; i < f->n; i++)
+        if (f->ops[i].applied && f->ops[i].mnt_id == m->id)
+            return 0;
+    (void)a3s_setup_fail("a mount at %s appeared in the workspace during setup", m->point);
+    return 1; /* said */
+}
+
 static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
 {
-    FILE *f = c->wsfd >= 0 ? fopen("/proc/self/mountinfo", "re") : NULL;
-    if (c->wsfd >= 0 && !f)
+    if (c->wsfd < 0)
+        return 0;
+    foreign f = {c, ops, n};
+    int rc = a3s_mountinfo_each(foreign_one, &f);
+    if (rc < 0)
         return a3s_setup_fail("reading the mount table: %s", strerror(errno));
-    char *line = NULL;
-    size_t cap = 0, wl = strlen(c->ws);
-    int rc = 0;
-    while (rc == 0 && f && getline(&line, &cap, f) > 0) {
-        /* "ID PARENT MAJ:MIN ROOT POINT ...": the fifth field, unescaped in place (no
-         * fixed buffer: an escaped name takes four bytes a character). */
-        unsigned long long id;
-        char *point = line, *end;
-        for (int k = 0; k < 4 && point; k++) {
-            char *sp = strchr(point, ' ');
-            point = sp ? sp + 1 : NULL;
-        }
-        if (sscanf(line, "%llu", &id) != 1 || !point || !(end = strchr(point, ' '))) {
-            rc = a3s_setup_fail("an unreadable mount table line");
-            break;
-        }
-        *end = '\0';
-        /* mountinfo escapes space, tab, newline and backslash as \ooo. */
-        char *o = point;
-        for (const char *q = point; *q; q++, o++)
-            if (q[0] == '\\' && q[1] >= '0' && q[1] <= '3' && q[2] >= '0' && q[2] <= '7' &&
-                q[3] >= '0' && q[3] <= '7') {
-                *o = (char)((q[1] - '0') * 64 + (q[2] - '0') * 8 + (q[3] - '0'));
-                q += 3;
-            } else {
-                *o = *q;
-            }
-        *o = '\0';
-        if (strncmp(point, c->ws, wl) != 0 || point[wl] != '/')
-            continue;
-        bool ours = false;
-        for (size_t i = 0; i < n && !ours; i++)
-            ours = ops[i].applied && ops[i].mnt_id == id;
-        if (!ours)
-            rc = a3s_setup_fail("a mount at %s appeared in the workspace during setup", point);
+    return rc ? -1 : 0;
+}
+
+/* The sandbox's own /dev and /proc (their mount ids): fresh mounts of bubblewrap's or of
+ * a session command's (join.c), with the device files bound into /dev and its devpts. */
+typedef struct own {
+    unsigned long long dev, proc;
+} own;
+
+static bool own_device(const own *o, const a3s_mountinfo *m)
+{
+    static const char *const names[] = {"null", "zero", "full", "random", "urandom", "tty",
+                                        "pts"};
+    if (m->parent != o->dev || strncmp(m->point, "/dev/", 5) != 0)
+        return false;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(m->point + 5, names[i]))
+            return true;
+    return false;
+}
+
+/* A host mount that arrived while the sandbox waited for its setup (mounts propagate
+ * into it until the view is made private; a sandbox started ahead of its run waits while
+ * the run is prepared) comes as the host made it, often writable, setuid and with device
+ * files. At this point every mount the command can reach but the sandbox's own /dev and
+ * /proc is read-only, nosuid and nodev (its read-only host root): an arrival is made so
+ * too, also one onto a device file bound into /dev. One whose path leads elsewhere
+ * (mounted over, at its point or above) or that the setup step may not reach (a
+ * directory on its way it may not search: neither may the command, with the same ids
+ * and no capability) is out of the command's reach; bubblewrap could not make such a
+ * one read-only itself. */
+static int harden_one(void *ud, const a3s_mountinfo *m)
+{
+    const own *o = ud;
+    if ((m->rdonly && m->nosuid && m->nodev) || m->id == o->dev || m->id == o->proc ||
+        own_device(o, m))
+        return 0;
+    int fd = sys_openat2(AT_FDCWD, m->point, O_PATH | O_NOFOLLOW,
+                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
+        return 0;
+    unsigned long long id = 0;
+    if (fd < 0 || mnt_id_of(fd, &id) < 0) {
+        (void)a3s_setup_fail("a mount that arrived at %s: %s", m->point, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 1; /* said */
     }
-    free(line);
-    if (f)
-        fclose(f);
+    if (id != m->id) {
+        close(fd); /* its path leads elsewhere: it is mounted over */
+        return 0;
+    }
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    int rc = 0;
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a) < 0) {
+        (void)a3s_setup_fail("making the mount that arrived at %s read-only: %s", m->point,
+                             strerror(errno));
+        rc = 1;
+    }
+    close(fd);
     return rc;
+}
+
+static int harden_arrivals(void)
+{
+    own o = {0, 0};
+    int d = sys_openat2(AT_FDCWD, "/dev", O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
+    int p = sys_openat2(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
+    bool ok = d >= 0 && p >= 0 && mnt_id_of(d, &o.dev) == 0 && mnt_id_of(p, &o.proc) == 0;
+    int e = errno;
+    if (d >= 0)
+        close(d);
+    if (p >= 0)
+        close(p);
+    if (!ok)
+        return a3s_setup_fail("the sandbox's /dev and /proc: %s", strerror(e));
+    int rc = a3s_mountinfo_each(harden_one, &o);
+    if (rc < 0)
+        return a3s_setup_fail("reading the mount table: %s", strerror(errno));
+    return rc ? -1 : 0;
 }
 
 static int install_filter(void)
@@ -595,6 +659,23 @@ static int install_filter(void)
         rc = a3s_setup_fail("installing the seccomp filter: %s", strerror(errno));
     free(buf);
     return rc;
+}
+
+/* A "limit" record: one of the plan's resource limits, soft and hard, as the supervisor
+ * sets them when it starts the sandbox. Set again here, since a sandbox started ahead of
+ * its plan was started with the caller's. */
+static int apply_limit(const op *o)
+{
+    int res = !strcmp(o->path, "nofile") ? RLIMIT_NOFILE
+              : !strcmp(o->path, "core") ? RLIMIT_CORE
+              : !strcmp(o->path, "fsize") ? RLIMIT_FSIZE
+                                          : -1;
+    if (res < 0)
+        return a3s_setup_fail("no such limit: %s", o->path);
+    struct rlimit rl = {(rlim_t)o->a, (rlim_t)o->a};
+    if (setrlimit(res, &rl) < 0)
+        return a3s_setup_fail("the %s limit: %s", o->path, strerror(errno));
+    return 0;
 }
 
 /* The leading host mount records (the mounts outside the workspace), in their order. */
@@ -634,6 +715,8 @@ int a3s_setup_run(bool keep_relay_fds)
     struct mount_attr priv = {.propagation = MS_PRIVATE};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
         rc = a3s_setup_fail("making the sandbox's mounts private: %s", strerror(errno));
+    if (rc == 0)
+        rc = harden_arrivals();
     const char *cwd = NULL, *chdir_path = NULL;
     /* A session's command: its workspace and scratch directory, cloned from the base
      * before any mount hides their paths; then the mounts outside the workspace. */
@@ -658,6 +741,8 @@ int a3s_setup_run(bool keep_relay_fds)
             chdir_path = o->path; /* entered by path once every mount is made */
         } else if (is_kind(o, "cwd")) {
             cwd = o->path; /* entered once every mount is made and verified */
+        } else if (is_kind(o, "limit")) {
+            rc = apply_limit(o);
         } else if (is_kind(o, "scratch")) {
             if (scratch_fd >= 0)
                 rc = a3s_setup_fail("two scratch records");

@@ -1,4 +1,4 @@
-/* A session's warm launcher, the supervisor's side (warm.h). */
+/* A warm launcher, the supervisor's side (warm.h). */
 #include "warm.h"
 
 #include <errno.h>
@@ -120,7 +120,8 @@ pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,
         fds[n] = l->keep[i].fd;
         tgt[n++] = l->keep[i].target;
     }
-    int args = args_memfd(l->argv, l->envp);
+    int args = args_memfd(l->warm_argv ? l->warm_argv : l->argv,
+                          l->warm_argv ? l->warm_envp : l->envp);
     if (args < 0)
         return -1;
     fds[n] = args;
@@ -149,16 +150,24 @@ pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,
     if (s != (ssize_t)iov.iov_len)
         return -1;
     pid_t pid = w->pid;
+    int status = w->status;
     close(w->ctl);
     *w = (a3s_warm)A3S_WARM_NONE;
+    w->status = status; /* its status stays w's, for the supervisor to take */
     return pid;
 }
 
 void a3s_warm_discard(a3s_warm *w)
 {
+    if (w->status >= 0)
+        close(w->status);
     if (w->ctl >= 0)
         close(w->ctl); /* an idle one ends by itself on this */
     if (w->pid > 0) {
+        /* Its process group too (it made one, exec.c): bubblewrap stopped while starting
+         * leaves its first child waiting forever on its parent's word, in that group
+         * until it makes a session of its own. */
+        (void)kill(-w->pid, SIGKILL);
         (void)kill(w->pid, SIGKILL);
         while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR) {
         }

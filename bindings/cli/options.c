@@ -75,6 +75,8 @@ static const char usage_text[] =
     "                           (default 2139095040; it must belong to no one)\n"
     "  A3S_SANDBOX_CGROUP_ROOT  the cgroup filesystem's mount point for quotas\n"
     "                           (default /sys/fs/cgroup)\n"
+    "  A3S_SANDBOX_AHEAD        0: start bubblewrap only once the run is prepared (by\n"
+    "                           default it starts while the policy is evaluated)\n"
     "  A3S_SANDBOX_ALLOW_PROCESS_HOST, A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX\n"
     "                           1|true|yes|on: as --allow-process-host\n"
     "  A3S_SANDBOX_ALLOW_HOST_ROOT  1|true|yes|on: as --allow-host-root\n"

@@ -42,10 +42,19 @@ leftovers() {
   local r; r=$(grep -l "$TMPDIR/" "$state"/run-* 2>/dev/null)
   [ -z "$r" ] || what+="run records left: $r; "
   [ ! -e "$state/$(ws_key).pins" ] || what+="pin record left; "
-  # Any process of the killed run: its bwrap, launcher and command all carry the marker
-  # on their command line (other specs' processes never do).
+  # Any process of the killed run: its command carries the marker on its command line
+  # (other specs' processes never do), and so do its bwrap and launcher when they were
+  # started for it.
   local p; p=$(pgrep -f "$marker" | tr '\n' ' ')
   [ -z "$p" ] || what+="processes of the killed run left: $p($(ps -o comm= -p "${p%% *}")); "
+  # A sandbox started ahead, before the command was known (backends/linux/ahead.h), has
+  # no marker: its bubblewrap is the one started in this workspace (its launcher dies
+  # with it). The workspace is this spec's alone.
+  local b q; b=""
+  for q in $(pgrep -x bwrap); do
+    [ "$(readlink "/proc/$q/cwd" 2>/dev/null)" = "$(cd "$ws" && pwd -P)" ] && b+="$q "
+  done
+  [ -z "$b" ] || what+="a sandbox started ahead left: $b; "
   echo "$what"
 }
 
@@ -65,7 +74,16 @@ checked_leftovers() {
 
 # The PDEATHSIG'd children of a killed CLI die asynchronously: give them a moment, but
 # never assume how long (the check after the ordinary run is what counts).
-settle() { for _ in 1 2 3 4 5 6 7 8 9 10; do pgrep -f "$marker" >/dev/null || return 0; sleep 0.05; done; }
+settle() {
+  local q
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    pgrep -f "$marker" >/dev/null && { sleep 0.05; continue; }
+    for q in $(pgrep -x bwrap); do
+      [ "$(readlink "/proc/$q/cwd" 2>/dev/null)" = "$(cd "$ws" && pwd -P)" ] && { sleep 0.05; continue 2; }
+    done
+    return 0
+  done
+}
 
 # --- enumerate the kill points from one traced ordinary run ---------------------------
 trace=$(mktemp "$TMPDIR/trace.XXXXXX")

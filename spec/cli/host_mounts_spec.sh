@@ -138,7 +138,7 @@ wrapper() { # wrapper FILE RECORD-FIELDS...: bwrap with that record first
     printf 'bad = %s\n' "$(python3 -c 'import sys
 print(repr(b"".join(a.encode() + b"\0" for a in sys.argv[1:])))' "$@")"
     echo 'rec = os.pread(8, 64 << 20, 0)'
-    echo 'magic = b"a3s-setup-1\0"'
+    echo 'magic = b"a3s-setup-2\0"'
     echo 'assert rec.startswith(magic), rec[:20]'
     echo 'fd = os.memfd_create("records", 0)'
     echo 'os.write(fd, magic + bad + rec[len(magic):])'

@@ -92,10 +92,12 @@ deadline_case() {
   rcf=$(tmpdir)/rc cnt=$(tmpdir)/count
   t0=$(now_ns)
   ( { head -c "$prefill" /dev/zero
-      TMPDIR=$priv "$A3S" -w "$ws" -t 2 -c ": $m; head -c 1000000 /dev/zero; sleep 60" 2>/dev/null
+      TMPDIR=$priv "$A3S" -w "$ws" -t 2 -c ": $m; head -c 1000000 /dev/zero; sleep 60; :" 2>/dev/null
     } | (sleep 6; wc -c >"$cnt"); echo "${PIPESTATUS[0]}" >"$rcf" ) &
   local bg=$!
-  # The tree (bwrap, launcher, bash -c) is seen while it runs...
+  # The tree is seen while it runs (the command's bash carries the marker, and stays: a
+  # command follows the sleep; bubblewrap and the launcher, started before the command
+  # was known, do not)...
   while [ "$(elapsed_ms "$t0")" -lt 1900 ]; do
     [ "$(nprocs "-c -- : $m")" -gt 0 ] && { seen=1; break; }
     sleep 0.05

@@ -22,7 +22,7 @@ check "--help: exit 0" eq "$RC" 0
 for v in A3S_SANDBOX_BWRAP A3S_SANDBOX_LAUNCHER A3S_SANDBOX_RELAY A3S_SANDBOX_MEDIATOR \
          A3S_SANDBOX_POLICY_PATH A3S_SANDBOX_MAPPED_ID A3S_SANDBOX_CGROUP_ROOT \
          A3S_SANDBOX_ALLOW_PROCESS_HOST A3S_CODE_ALLOW_PROCESS_HOST_SANDBOX \
-         A3S_SANDBOX_ALLOW_HOST_ROOT TMPDIR HOME; do
+         A3S_SANDBOX_ALLOW_HOST_ROOT A3S_SANDBOX_AHEAD TMPDIR HOME; do
   check "--help: the Environment section lists $v" \
     grep -qE "^  ($v|.*, $v)( |,|$)" <<<"$(sed -n '/^Environment:/,/^$/p' <<<"$OUT")"
 done
