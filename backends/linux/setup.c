@@ -562,22 +562,13 @@ static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
 }
 
 /* The sandbox's own /dev and /proc (their mount ids): fresh mounts of bubblewrap's or of
- * a session command's (join.c), with the device files bound into /dev and its devpts. */
+ * a session command's (join.c). Nothing propagates into a fresh mount, so whatever is
+ * mounted directly on the fresh /dev (its device files, its devpts) was mounted there by
+ * the sandbox's makers; a host mount arriving onto one of those device files is mounted
+ * on the device file's mount instead, and is an arrival as any other. */
 typedef struct own {
     unsigned long long dev, proc;
 } own;
-
-static bool own_device(const own *o, const a3s_mountinfo *m)
-{
-    static const char *const names[] = {"null", "zero", "full", "random", "urandom", "tty",
-                                        "pts"};
-    if (m->parent != o->dev || strncmp(m->point, "/dev/", 5) != 0)
-        return false;
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(m->point + 5, names[i]))
-            return true;
-    return false;
-}
 
 /* A host mount that arrived while the sandbox waited for its setup (mounts propagate
  * into it until the view is made private; a sandbox started ahead of its run waits while
@@ -593,7 +584,7 @@ static int harden_one(void *ud, const a3s_mountinfo *m)
 {
     const own *o = ud;
     if ((m->rdonly && m->nosuid && m->nodev) || m->id == o->dev || m->id == o->proc ||
-        own_device(o, m))
+        m->parent == o->dev)
         return 0;
     int fd = sys_openat2(AT_FDCWD, m->point, O_PATH | O_NOFOLLOW,
                          RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
