@@ -331,10 +331,14 @@ int a3s_sandbox_exec(a3s_sandbox *sb, const a3s_exec_request *req, a3s_result *r
     return a3s_sandbox_exec_in(sb, NULL, req, r, err);
 }
 
-int a3s_sandbox_exec_in(a3s_sandbox *sb, const a3s_session_ctx *sess,
+int a3s_sandbox_exec_in(a3s_sandbox *sb, a3s_session_ctx *sess,
                         const a3s_exec_request *req, a3s_result *r, a3s_error *err)
 {
     memset(r, 0, sizeof *r);
+    if (sess && sess->lingering) { /* an earlier command's, not released yet */
+        sb->backend->ops->run_close(sb->backend, sess->lingering);
+        sess->lingering = NULL;
+    }
     if (check_request(req, err) < 0)
         return err ? err->code : A3S_ERR_INVALID;
     a3s_backend *be = sb->backend;
@@ -457,6 +461,15 @@ out:
     free(o.network_denials);
     a3s_capture_free(o.cap);
     a3s_trace_mark("result");
+    /* A lingering session's run is released once its caller has answered; but never
+     * while a reader may still be waited for below (nothing of the run waits on it). */
+    bool drain = rc == A3S_OK && req->mirror &&
+                 (o.mirror_pending_len || dlen[0] || dlen[1] || r->stdout_rest_len ||
+                  r->stderr_rest_len);
+    if (sess && sess->linger && !drain) {
+        sess->lingering = pp.run;
+        pp.run = NULL;
+    }
     a3s_sandbox_prepared_free(sb, &pp);
     a3s_trace_mark("cleanup (pins, scratch dir, run record)");
     if (rc == A3S_OK && req->mirror)

@@ -44,5 +44,12 @@ int a3s_session_warm(a3s_session *s, a3s_error *err);
 /* Release what a3s_session_warm prepared in this process (its launcher stopped and
  * reaped), before a process that prepared it leaves without a command. */
 void a3s_session_unwarm(a3s_session *s);
+/* on: each command's run is released at a3s_session_release (or the next exec, or
+ * close) instead of before its exec returns: its scratch dir and run record stay, and
+ * the command's mount namespace is torn down then. For a process that answers its caller
+ * first (the CLI's session worker); a command whose output is still to be drained to its
+ * reader is released at once all the same. */
+void a3s_session_linger(a3s_session *s, bool on);
+void a3s_session_release(a3s_session *s);
 
 #endif

@@ -84,6 +84,10 @@ typedef struct a3s_session_ctx {
     a3s_backend_session *backend;
     /* What that evaluation read: while all of it holds, a command's plan is that one. */
     a3s_policy_facts *facts;
+    /* linger: a command's run (its record, scratch dir, the backend's holds) is released
+     * at a3s_session_release, not before its exec returns (lingering until then). */
+    bool linger;
+    a3s_backend_run *lingering;
 } a3s_session_ctx;
 
 /* run.c: one prepared run (policy -> frozen plan -> scan -> backend prepare). */
@@ -104,7 +108,7 @@ int a3s_sandbox_prepare_facts(a3s_sandbox *sb, const a3s_exec_request *req, bool
                               a3s_policy_facts **facts, a3s_prepared *pp, a3s_error *err);
 void a3s_sandbox_prepared_free(a3s_sandbox *sb, a3s_prepared *pp);
 /* One execution (a3s_sandbox_exec), in a session when sess is not NULL. */
-int a3s_sandbox_exec_in(a3s_sandbox *sb, const a3s_session_ctx *sess,
+int a3s_sandbox_exec_in(a3s_sandbox *sb, a3s_session_ctx *sess,
                         const a3s_exec_request *req, a3s_result *r, a3s_error *err);
 
 #endif

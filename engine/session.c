@@ -89,10 +89,25 @@ void a3s_session_unwarm(a3s_session *s)
         be->ops->session_unwarm(be, s->ctx.backend);
 }
 
+void a3s_session_linger(a3s_session *s, bool on)
+{
+    if (s)
+        s->ctx.linger = on;
+}
+
+void a3s_session_release(a3s_session *s)
+{
+    if (s && s->ctx.lingering) {
+        s->sb->backend->ops->run_close(s->sb->backend, s->ctx.lingering);
+        s->ctx.lingering = NULL;
+    }
+}
+
 void a3s_session_close(a3s_session *s)
 {
     if (!s)
         return;
+    a3s_session_release(s);
     a3s_backend *be = s->sb->backend;
     if (be->ops->session_close)
         be->ops->session_close(be, s->ctx.backend);

@@ -45,7 +45,9 @@
 #define A3S_FD_NS_NET 18
 /* A session's warm launcher (backends/linux/warm.c): started with --join --warm ahead of
  * its command, it enters the namespaces and makes the command's own (join.c), says "R"
- * on this socket, and waits there for the command: one message holding a descriptor per
+ * on this socket (with its mount namespace, SCM_RIGHTS, when it could open it: a
+ * session's worker holds it so that the namespace's teardown, all its mounts at once,
+ * comes after the command's answer), and waits there for the command: one message holding a descriptor per
  * fd number it is to have (the payload: "W", then each one's number as an int; -1 marks
  * the sealed memfd holding its argv and environment, A3S_WARM_ARGS_MAGIC then
  * NUL-terminated counts and strings). It then goes on as if started with that argv. */

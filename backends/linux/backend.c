@@ -151,7 +151,7 @@ int a3s_linux_run_new(const char *tmp, bool sweep, a3s_backend_run **out, const 
     a3s_backend_run *run = calloc(1, sizeof *run);
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = -1;
+    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = run->held_mnt = -1;
     run->ahead = (a3s_warm)A3S_WARM_NONE;
     if (a3s_runres_open(&run->res, tmp, sweep, err) < 0) {
         free(run);
@@ -189,6 +189,8 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
         close(run->ws_mnt);
     if (run->scratch_mnt >= 0)
         close(run->scratch_mnt);
+    if (run->held_mnt >= 0)
+        close(run->held_mnt); /* the command's mounts torn down now, all at once */
     a3s_runres_close(&run->res);
     free(run);
 }

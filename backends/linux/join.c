@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "protocol.h"
+#include "setup.h"
 
 extern char **environ;
 
@@ -45,7 +46,7 @@ static int fail(const char *what)
     return -1;
 }
 
-int a3s_join_hold(bool with_net)
+int a3s_join_hold(bool with_net, const char *ws)
 {
     static const char *const name[4] = {"/proc/self/ns/user", "/proc/self/ns/mnt",
                                         "/proc/self/ns/uts", "/proc/self/ns/net"};
@@ -62,6 +63,11 @@ int a3s_join_hold(bool with_net)
     struct mount_attr priv = {.propagation = MS_PRIVATE};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
         return fail("making the session's mounts private");
+    /* And what arrived until then made read-only, nosuid and nodev, and none below the
+     * workspace, once for all its commands: each is a copy of this view, where nothing
+     * arrives any more. */
+    if (a3s_setup_harden() < 0 || (ws && a3s_setup_nothing_below(ws) < 0))
+        return -1;
     for (int i = 0; i < n; i++)
         if ((fd[i] = open(name[i], O_RDONLY | O_CLOEXEC)) < 0) {
             fail(name[i]);
@@ -401,9 +407,39 @@ static int warm_args(int fd, int *argc, char ***argv)
     return 0;      /* buf stays: the vectors point into it */
 }
 
+/* "R", with this process's mount namespace when it can be opened (protocol.h). */
+static int say_ready(void)
+{
+    char byte = 'R';
+    struct iovec iov = {&byte, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (ns >= 0) {
+        m.msg_control = u.buf;
+        m.msg_controllen = sizeof u.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &ns, sizeof ns);
+    }
+    ssize_t w;
+    do
+        w = sendmsg(A3S_FD_WARM, &m, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (ns >= 0)
+        close(ns);
+    return w == 1 ? 0 : -1;
+}
+
 int a3s_join_warm(int *argc, char ***argv)
 {
-    if (send(A3S_FD_WARM, "R", 1, MSG_NOSIGNAL) != 1)
+    if (say_ready() < 0)
         return fail("warm: saying it is ready");
     char payload[1 + sizeof(int) * WARM_MAX_FDS];
     union {

@@ -6,9 +6,10 @@
 
 #include <stdbool.h>
 
-/* Send this process's user, mount, UTS (and with_net: network) namespaces over
+/* Make this view private and harden it (no mount below the workspace ws, when given),
+ * then send this process's user, mount, UTS (and with_net: network) namespaces over
  * A3S_FD_HOLD. -1 with a message on stderr. */
-int a3s_join_hold(bool with_net);
+int a3s_join_hold(bool with_net, const char *ws);
 
 /* Enter the session's namespaces (A3S_FD_NS_*), make the command's own, and return in
  * the child that is pid 1 there (this process waits and exits with its status). -1 with

@@ -2,7 +2,7 @@
  *
  *   a3s-sandbox-launch [--tag TAG] [--join] --setup [--exec] -- PROGRAM [ARG...]
  *   a3s-sandbox-launch [--tag TAG] [--join] --setup --warm
- *   a3s-sandbox-launch [--tag TAG] --hold [--net]
+ *   a3s-sandbox-launch [--tag TAG] --hold [--net] [--ws WORKSPACE]
  *   a3s-sandbox-launch PROGRAM [ARG...]
  *
  * With --setup, bwrap runs it as uid 0 of the sandbox's user namespace with
@@ -282,6 +282,7 @@ static int launch(char **cmd)
 
 typedef struct flags {
     bool setup, then_exec, join, hold, net, warm;
+    const char *ws; /* --hold: the workspace */
 } flags;
 
 /* The launcher's own options; returns the index of the program (argc: none). */
@@ -302,6 +303,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             f->hold = true;
         else if (strcmp(argv[i], "--net") == 0)
             f->net = true;
+        else if (strcmp(argv[i], "--ws") == 0 && i + 1 < argc && argv[i + 1][0] == '/')
+            f->ws = argv[++i];
         else if (strcmp(argv[i], "--warm") == 0)
             f->warm = true;
         else if (strcmp(argv[i], "--") == 0) {
@@ -326,7 +329,9 @@ int main(int argc, char **argv)
     flags f;
     int i = parse_flags(argc, argv, &f);
     if (f.hold && !f.setup && !f.join && !f.warm && i == argc)
-        return a3s_join_hold(f.net) < 0 ? A3S_EXIT_SETUP : 0;
+        return a3s_join_hold(f.net, f.ws) < 0 ? A3S_EXIT_SETUP : 0;
+    if (f.ws)
+        return usage();
     /* A warm launcher (protocol.h: A3S_FD_WARM) is started without its command: a
      * session's on the host (--join), or a fresh run's by bubblewrap. */
     if (f.warm && (!f.setup || f.then_exec || f.hold || i != argc))
@@ -346,7 +351,7 @@ int main(int argc, char **argv)
         if (i >= argc || f.join != joined || !f.setup || f.then_exec || f.hold || f.warm)
             return usage();
     }
-    if (f.setup && a3s_setup_run(f.then_exec) < 0)
+    if (f.setup && a3s_setup_run(f.then_exec, f.join) < 0)
         return A3S_EXIT_SETUP;
     if (f.then_exec) {
         execv(argv[i], argv + i);

@@ -54,6 +54,9 @@ struct a3s_backend_run {
     int host_cwd_fd; /* process-host: that directory, opened beneath the workspace, or -1 */
     a3s_backend_session *session; /* a command of this session (session.c), or NULL */
     a3s_warm ahead;    /* its sandbox, started while it was prepared (ahead.h) */
+    /* A session's command: its mount namespace, held from its launcher's "R" (warm.h) to
+     * run_close, so that its teardown follows the run's end instead of delaying it. */
+    int held_mnt;
     bool ahead_mapped; /* ... with the mapped identity */
 };
 

@@ -165,9 +165,11 @@ int a3s_linux_session_open(a3s_backend *base, a3s_backend_run *run, a3s_backend_
     }
     char fdnum[16];
     snprintf(fdnum, sizeof fdnum, "%d", A3S_FD_ARGS);
+    /* The workspace: no command looks for a mount below it again (setup.h). */
     char *bargv[] = {be->bwrap, (char *)"--args", fdnum, (char *)"--", (char *)launcher,
                      (char *)"--tag", (char *)a3s_stale_run_tag(run->res.rec),
-                     (char *)"--hold", with_net ? (char *)"--net" : NULL, NULL};
+                     (char *)"--hold", (char *)"--ws", p->workspace,
+                     with_net ? (char *)"--net" : NULL, NULL};
     static char *const empty_env[] = {NULL};
     static const a3s_run_io quiet = {.stdin_fd = -1, .cancel_fd = -1, .tty_fd = -1,
                                      .timeout_ms = A3S_SESSION_OPEN_MS,
@@ -276,7 +278,10 @@ int a3s_linux_session_warm(a3s_backend *base, a3s_backend_session *s, a3s_error 
     l.nofile = s->plan->limits.nofile;
     l.core_bytes = s->plan->limits.core_bytes;
     l.fsize = s->plan->limits.file_size_bytes;
-    return a3s_warm_start(&s->warm, &l, err); /* consumes the keep fds */
+    if (a3s_warm_start(&s->warm, &l, err) < 0) /* consumes the keep fds */
+        return -1;
+    s->warm.hold_mnt = true;
+    return 0;
 }
 
 void a3s_linux_session_unwarm(a3s_backend *base, a3s_backend_session *s)
@@ -359,6 +364,10 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     }
     rc = 0;
 out:
+    if (s->warm.mnt >= 0 && run->held_mnt < 0) {
+        run->held_mnt = s->warm.mnt; /* the command's, handed over with it */
+        s->warm.mnt = -1;
+    }
     a3s_runres_quota_end(&run->res, rc == 0 ? o : NULL);
     o->identity = run->mapped ? "mapped" : geteuid() == 0 ? "host-root" : "caller";
     close_fd(&filter);

@@ -550,6 +550,25 @@ static int foreign_one(void *ud, const a3s_mountinfo *m)
     return 1; /* said */
 }
 
+static int below_one(void *ud, const a3s_mountinfo *m)
+{
+    const char *ws = ud;
+    size_t wl = strlen(ws);
+    if (strncmp(m->point, ws, wl) != 0 || m->point[wl] != '/')
+        return 0;
+    (void)a3s_setup_fail("a mount at %s appeared in the workspace while the session was "
+                         "being set up", m->point);
+    return 1; /* said */
+}
+
+int a3s_setup_nothing_below(const char *ws)
+{
+    int rc = a3s_mountinfo_each(below_one, (void *)ws);
+    if (rc < 0)
+        return a3s_setup_fail("reading the mount table: %s", strerror(errno));
+    return rc ? -1 : 0;
+}
+
 static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
 {
     if (c->wsfd < 0)
@@ -612,7 +631,7 @@ static int harden_one(void *ud, const a3s_mountinfo *m)
     return rc;
 }
 
-static int harden_arrivals(void)
+int a3s_setup_harden(void)
 {
     own o = {0, 0};
     int d = sys_openat2(AT_FDCWD, "/dev", O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
@@ -684,7 +703,7 @@ static int apply_host(const op *ops, size_t n)
     return rc;
 }
 
-int a3s_setup_run(bool keep_relay_fds)
+int a3s_setup_run(bool keep_relay_fds, bool joined)
 {
     size_t len = 0;
     char *buf = read_all(A3S_FD_SETUP, &len);
@@ -706,8 +725,8 @@ int a3s_setup_run(bool keep_relay_fds)
     struct mount_attr priv = {.propagation = MS_PRIVATE};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &priv, sizeof priv) < 0)
         rc = a3s_setup_fail("making the sandbox's mounts private: %s", strerror(errno));
-    if (rc == 0)
-        rc = harden_arrivals();
+    if (rc == 0 && !joined)
+        rc = a3s_setup_harden();
     const char *cwd = NULL, *chdir_path = NULL;
     /* A session's command: its workspace and scratch directory, cloned from the base
      * before any mount hides their paths; then the mounts outside the workspace. */
@@ -745,7 +764,7 @@ int a3s_setup_run(bool keep_relay_fds)
     }
     if (rc == 0)
         rc = verify(&c, ops, n);
-    if (rc == 0)
+    if (rc == 0 && !joined)
         rc = no_foreign_mounts(&c, ops, n);
     /* The command starts in the workspace mount (bwrap started in /). */
     if (rc == 0 && c.wsfd >= 0) {

@@ -3,11 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -87,23 +90,47 @@ static int args_memfd(char *const *argv, char *const *envp)
 
 /* Its "R": it has entered the session and made the command's namespaces. Not waited
  * for once the command is cancelled (cancel_fd readable: the launcher started instead
- * is killed at once). */
-static bool ready(int ctl, int cancel_fd)
+ * is killed at once). The mount namespace that may come with it is kept in w->mnt when
+ * w->hold_mnt and it is one (closed otherwise). */
+static bool ready(a3s_warm *w, int cancel_fd)
 {
-    struct pollfd p[2] = {{ctl, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    struct pollfd p[2] = {{w->ctl, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
     int r;
     do
         r = poll(p, cancel_fd >= 0 ? 2 : 1, WARM_READY_MS);
     while (r < 0 && errno == EINTR);
+    if (r <= 0 || (cancel_fd >= 0 && p[1].revents) || !(p[0].revents & POLLIN))
+        return false;
     char c = 0;
-    return r > 0 && !(cancel_fd >= 0 && p[1].revents) && (p[0].revents & POLLIN) &&
-           recv(ctl, &c, 1, MSG_DONTWAIT) == 1 && c == 'R';
+    struct iovec iov = {&c, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    ssize_t n;
+    do
+        n = recvmsg(w->ctl, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    int ns = -1;
+    struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&ns, CMSG_DATA(cm), sizeof ns);
+    if (ns >= 0 && (!w->hold_mnt || w->mnt >= 0 || ioctl(ns, NS_GET_NSTYPE) != CLONE_NEWNS)) {
+        close(ns);
+        ns = -1;
+    }
+    if (ns >= 0)
+        w->mnt = ns;
+    return n == 1 && !(m.msg_flags & MSG_CTRUNC) && c == 'R';
 }
 
 pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,
                         int errout_fd)
 {
-    if (w->pid <= 0 || w->ctl < 0 || !ready(w->ctl, l->cancel_fd))
+    if (w->pid <= 0 || w->ctl < 0 || !ready(w, l->cancel_fd))
         return -1;
     int fds[WARM_MAX_FDS], tgt[WARM_MAX_FDS];
     size_t n = 0;
@@ -150,10 +177,11 @@ pid_t a3s_warm_handover(a3s_warm *w, const a3s_launch *l, int in_fd, int out_fd,
     if (s != (ssize_t)iov.iov_len)
         return -1;
     pid_t pid = w->pid;
-    int status = w->status;
+    int status = w->status, mnt = w->mnt;
     close(w->ctl);
     *w = (a3s_warm)A3S_WARM_NONE;
     w->status = status; /* its status stays w's, for the supervisor to take */
+    w->mnt = mnt;       /* and its namespace, for the caller */
     return pid;
 }
 
@@ -161,6 +189,8 @@ void a3s_warm_discard(a3s_warm *w)
 {
     if (w->status >= 0)
         close(w->status);
+    if (w->mnt >= 0)
+        close(w->mnt);
     if (w->ctl >= 0)
         close(w->ctl); /* an idle one ends by itself on this */
     if (w->pid > 0) {

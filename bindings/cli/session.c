@@ -244,10 +244,14 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
         if (dup2(fds[k], k) < 0)
             worker_exit(sess, EXIT_REFUSED);
     describe(sb, &c);
+    /* Answered first, released after: the scratch dir, the run record and the teardown
+     * of the command's mounts are no longer the client's to wait for. */
+    a3s_session_linger(sess, true);
     rc = cli_run(sb, sess, &c, closed, conn);
     fflush(stdout);
     fflush(stderr);
     (void)a3s_sio_send_rc(conn, rc);
+    a3s_session_release(sess);
     worker_exit(sess, rc);
 }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A session's view is hardened once, when it opens (README "Sessions"): the launcher's
+# --hold makes bubblewrap's view private, makes every mount that arrived in it until then
+# read-only, nosuid and nodev, and refuses one below the workspace; every command is a
+# copy of that view, where nothing arrives any more, so no command looks again. Here
+# bubblewrap is started as the session starts it, with one more mount standing for a
+# host mount that arrived before the view was private (bound writable), and the
+# namespaces the launcher hands over are entered to look at it. As root and as the
+# unprivileged test user.
+source "$(dirname "$0")/lib.sh"
+require_sandbox
+LAUNCH=${A3S_BUILD_DIR:-$(dirname "$A3S")}/a3s-sandbox-launch
+[ -x "$LAUNCH" ] || skip_all "no launcher at $LAUNCH"
+command -v nsenter >/dev/null || skip_all "nsenter is missing"
+
+tools=$(tmpdir)
+chmod 0755 "$tools"
+# hold.py LAUNCHER WS [BWRAP OPTION...]: bubblewrap as a session's (bwrap.c push_base),
+# the extra options before the launcher's --hold; prints the launcher's exit status and
+# stderr, then, in the namespaces it handed over, the output of $PROBE.
+cat >"$tools/hold.py" <<'PY'
+import os, socket, subprocess, sys
+launch, ws, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+os.dup2(b.fileno(), 15, inheritable=True)  # A3S_FD_HOLD
+caps = []
+for c in ("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_SETUID", "CAP_SETGID", "CAP_SETFCAP"):
+    caps += ["--cap-add", c]
+argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-user", "--uid", "0",
+        "--gid", "0", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL"] + caps + [
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"] + extra + [
+        "--", launch, "--hold", "--ws", ws, "--net"]
+p = subprocess.run(argv, pass_fds=(15,), capture_output=True, text=True)
+os.close(15)
+b.close()
+print("exit=%d %s" % (p.returncode, p.stderr.strip()))
+if p.returncode != 0:
+    sys.exit(0)
+msg, anc, _, _ = a.recvmsg(1, socket.CMSG_SPACE(4 * 4))
+fds = []
+for level, kind, data in anc:
+    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+        fds += [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+user, mnt = fds[0], fds[1]
+q = subprocess.run(["nsenter", "--preserve-credentials", "--user=/proc/self/fd/%d" % user,
+                    "--mount=/proc/self/fd/%d" % mnt, "--", "sh", "-c", os.environ["PROBE"]],
+                   pass_fds=(user, mnt), capture_output=True, text=True)
+print(q.stdout.strip() or q.stderr.strip())
+PY
+
+for who in root a3s-test; do
+  if [ $who = a3s-test ]; then
+    if [ "$(id -u)" != 0 ] || ! id a3s-test >/dev/null 2>&1 || ! command -v setpriv >/dev/null; then
+      pass "as the unprivileged user: needs root, setpriv and the a3s-test user"
+      pass "..."
+      pass "..."
+      pass "..."
+      continue
+    fi
+    as() { setpriv --reuid=a3s-test --regid=a3s-test --init-groups -- env PROBE="$PROBE" "$@"; }
+  else
+    as() { "$@"; }
+  fi
+  d=$(tmpdir)
+  chmod 0755 "$d"
+  mkdir -p "$d/arr" "$d/src" "$d/ws/sub"
+  [ $who = a3s-test ] && chown -R a3s-test "$d"
+  # The stand-in is writable where nothing hardens it: in bubblewrap's view as it is.
+  PROBE="if { echo x >$d/arr/w; } 2>/dev/null; then echo WROTE; else echo REFUSED; fi"
+  out=$(as bwrap --unshare-user --ro-bind / / --dev /dev --bind "$d/src" "$d/arr" -- sh -c "$PROBE")
+  check "$who: the stand-in for an arrival is writable in bubblewrap's view ($out)" eq "$out" "WROTE"
+  rm -f "$d/src/w"
+  out=$(PROBE="$PROBE" as python3 "$tools/hold.py" "$LAUNCH" "$d/ws" --bind "$d/src" "$d/arr")
+  check "$who: the session's view holds it read-only: nothing written ($out)" \
+    eq "$out/$(ls -A "$d/src")" "exit=0 
+REFUSED/"
+  # One below the workspace refuses the session: a command would find it there, writable
+  # and unhidden.
+  out=$(PROBE=: as python3 "$tools/hold.py" "$LAUNCH" "$d/ws" --bind "$d/src" "$d/ws/sub")
+  check "$who: a mount below the workspace refuses the session ($out)" \
+    contains "$out" "a mount at $d/ws/sub appeared in the workspace"
+  check "$who: ... with the launcher's failure" not_contains "$out" "exit=0"
+done
+finish
