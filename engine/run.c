@@ -20,7 +20,7 @@
 /* One run's preparation; with a session, its frozen plan (evaluated once, when the
  * session opened) stands for the policy, and the backend prepares the run in it. */
 static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
-                   const a3s_session_ctx *sess, a3s_policy_facts **facts, a3s_prepared *pp,
+                   a3s_session_ctx *sess, a3s_policy_facts **facts, a3s_prepared *pp,
                    a3s_error *err)
 {
     memset(pp, 0, sizeof *pp);
@@ -28,8 +28,14 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
     if (!be)
         return a3s_fail(err, A3S_ERR_SETUP, "no sandbox backend");
     a3s_trace_mark("prepare");
-    if (be->ops->run_open(be, &pp->run, &pp->scratch, sess == NULL, err) < 0)
+    if (sess && sess->spare_run) { /* opened ahead (a3s_session_warm) */
+        pp->run = sess->spare_run;
+        pp->scratch = sess->spare_scratch;
+        sess->spare_run = NULL;
+        sess->spare_scratch = NULL;
+    } else if (be->ops->run_open(be, &pp->run, &pp->scratch, sess == NULL, err) < 0) {
         return -1;
+    }
     a3s_trace_mark("run-open (sweeps, run record, scratch dir)");
     /* A fresh run that will execute (a session's commands have their boundary, a
      * session's own first run is never executed, a described plan runs nothing). */

@@ -35,14 +35,16 @@ int a3s_sandbox_use_backend(a3s_sandbox *sb, a3s_backend *be, const char *fallba
  * plan_check; host: also its paths on this host). What a3s_sandbox_new does once, unless
  * opts->defer_policy, so that a broken policy fails there. 0, or -1 with err. */
 int a3s_sandbox_evaluate(a3s_sandbox *sb, bool host, a3s_error *err);
-/* Prepare the session's next command in this process ahead (linux-bwrap: its launcher,
- * in the session's namespaces and its own, waiting for it): the next a3s_session_exec
- * here takes it where that command's plan is the session's and no quota cgroup applies,
- * and starts its own otherwise. For a process that serves one command and is idle until
- * then (the CLI's spare session worker). 0, or -1 with err: nothing is prepared. */
+/* Prepare the session's next command in this process ahead: its run (record, scratch
+ * dir) and, linux-bwrap, its launcher, in the session's namespaces and its own, waiting
+ * for it. The next a3s_session_exec here takes the run, and the launcher where that
+ * command's plan is the session's and no quota cgroup applies (it starts its own
+ * otherwise). For a process that serves one command and is idle until then (the CLI's
+ * spare session worker). 0, or -1 with err: the launcher is not prepared. */
 int a3s_session_warm(a3s_session *s, a3s_error *err);
 /* Release what a3s_session_warm prepared in this process (its launcher stopped and
- * reaped), before a process that prepared it leaves without a command. */
+ * reaped, its run released), before a process that prepared it leaves without a
+ * command. */
 void a3s_session_unwarm(a3s_session *s);
 /* on: each command's run is released at a3s_session_release (or the next exec, or
  * close) instead of before its exec returns: its scratch dir and run record stay, and

@@ -88,6 +88,10 @@ typedef struct a3s_session_ctx {
      * at a3s_session_release, not before its exec returns (lingering until then). */
     bool linger;
     a3s_backend_run *lingering;
+    /* The next command's run (its record and scratch dir), opened ahead in this process
+     * (a3s_session_warm), or NULL. */
+    a3s_backend_run *spare_run;
+    const char *spare_scratch; /* owned by spare_run */
 } a3s_session_ctx;
 
 /* run.c: one prepared run (policy -> frozen plan -> scan -> backend prepare). */

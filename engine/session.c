@@ -79,6 +79,10 @@ int a3s_session_warm(a3s_session *s, a3s_error *err)
     if (!be->ops->session_warm)
         return a3s_fail(err, A3S_ERR_SETUP, "the %s backend prepares nothing ahead",
                         be->ops->name);
+    /* Its run too: the record (made before the scratch dir, as always) and the dir. */
+    if (!s->ctx.spare_run &&
+        be->ops->run_open(be, &s->ctx.spare_run, &s->ctx.spare_scratch, false, err) < 0)
+        return -1;
     return be->ops->session_warm(be, s->ctx.backend, err);
 }
 
@@ -87,6 +91,11 @@ void a3s_session_unwarm(a3s_session *s)
     a3s_backend *be = s ? s->sb->backend : NULL;
     if (be && be->ops->session_unwarm)
         be->ops->session_unwarm(be, s->ctx.backend);
+    if (be && s->ctx.spare_run) {
+        be->ops->run_close(be, s->ctx.spare_run);
+        s->ctx.spare_run = NULL;
+        s->ctx.spare_scratch = NULL;
+    }
 }
 
 void a3s_session_linger(a3s_session *s, bool on)
@@ -108,6 +117,7 @@ void a3s_session_close(a3s_session *s)
     if (!s)
         return;
     a3s_session_release(s);
+    a3s_session_unwarm(s);
     a3s_backend *be = s->sb->backend;
     if (be->ops->session_close)
         be->ops->session_close(be, s->ctx.backend);

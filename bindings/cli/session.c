@@ -70,6 +70,15 @@ static void sv_on_signal(int sig)
     errno = saved;
 }
 
+/* A spare worker, idle: stopped. */
+static volatile sig_atomic_t spare_term;
+
+static void spare_on_term(int sig)
+{
+    (void)sig;
+    spare_term = 1;
+}
+
 /* A worker: one command on one connection. */
 static volatile sig_atomic_t wk_conn = -1;
 
@@ -271,14 +280,21 @@ static pid_t spare_start(int *ctl, int lfd, int owner, pid_t self, a3s_sandbox *
     if (pid == 0) {
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
             _exit(EXIT_REFUSED);
-        /* Idle, it dies of the supervisor's SIGTERM at stop; the worker sets its own. */
-        signal(SIGTERM, SIG_DFL);
-        unblock_term();
+        /* SIGTERM (the supervisor stopping) stays blocked but while it waits for a
+         * connection: idle, it then leaves as when not needed; once it has taken one, the
+         * stop is delivered to the worker's own handler (worker unblocks it). */
+        struct sigaction st;
+        memset(&st, 0, sizeof st);
+        st.sa_handler = spare_on_term;
+        sigemptyset(&st.sa_mask);
+        (void)sigaction(SIGTERM, &st, NULL);
+        sigset_t waiting;
+        (void)sigprocmask(SIG_SETMASK, NULL, &waiting);
+        sigdelset(&waiting, SIGTERM);
         signal(SIGINT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
         signal(SIGCHLD, SIG_DFL);
         close(sv[0]);
-        close(lfd);
         close(sv_pipe[0]);
         close(sv_pipe[1]);
         if (owner >= 0)
@@ -288,16 +304,42 @@ static pid_t spare_start(int *ctl, int lfd, int owner, pid_t self, a3s_sandbox *
         a3s_error werr = {0};
         (void)a3s_session_warm(sess, &werr);
         a3s_prefault_writable();
-        char *msg = NULL;
-        size_t len = 0;
+        /* It takes the next connection itself (the supervisor does not listen while
+         * there is a spare) and says so ("t"); the supervisor's end closed first: it is
+         * not needed (its launcher is gone before the supervisor reaps it). */
         int conn = -1;
-        if (a3s_sio_recv(sv[1], &msg, &len, &conn, 1) < 0 || conn < 0) {
-            /* Not needed after all: its launcher is gone before the supervisor reaps it. */
+        while (!spare_term) {
+            struct pollfd p[2] = {{lfd, POLLIN, 0}, {sv[1], POLLIN, 0}};
+            if (ppoll(p, 2, NULL, &waiting) < 0) {
+                if (errno == EINTR)
+                    continue;
+                break;
+            }
+            if (p[1].revents)
+                break;
+            if (!(p[0].revents & POLLIN))
+                continue;
+            int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (c < 0)
+                continue;
+            /* Only the caller's uid, and never from inside a sandbox (see below). */
+            if (!a3s_sio_peer_trusted(c) || fcntl(c, F_SETFL, 0) < 0) {
+                close(c);
+                continue;
+            }
+            if (send(sv[1], "t", 1, MSG_NOSIGNAL) != 1) {
+                close(c); /* the session is stopping */
+                break;
+            }
+            conn = c;
+            break;
+        }
+        close(lfd);
+        close(sv[1]);
+        if (conn < 0) {
             a3s_session_unwarm(sess);
             _exit(0);
         }
-        free(msg);
-        close(sv[1]);
         worker(conn, sb, sess, self);
     }
     close(sv[1]);
@@ -401,12 +443,23 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
          * as much as it saved the next (2 CPUs). */
         if (spare < 0 && nworkers == 0)
             spare = spare_start(&spare_ctl, lfd, owner, self, sb, sess);
-        struct pollfd pf[3] = {{lfd, POLLIN, 0}, {sv_pipe[0], POLLIN, 0}, {owner, POLLIN, 0}};
-        int pr = poll(pf, owner >= 0 ? 3 : 2, -1);
+        /* While there is a spare, it takes the next connection itself. */
+        struct pollfd pf[4] = {{spare > 0 ? -1 : lfd, POLLIN, 0},
+                               {sv_pipe[0], POLLIN, 0},
+                               {owner, POLLIN, 0},
+                               {spare > 0 ? spare_ctl : -1, POLLIN, 0}};
+        int pr = poll(pf, 4, -1);
         if (pr < 0 && errno != EINTR)
             break;
         char drain[64];
         while (read(sv_pipe[0], drain, sizeof drain) > 0) {
+        }
+        char took;
+        if (pr > 0 && spare > 0 && (pf[3].revents & POLLIN) &&
+            recv(spare_ctl, &took, 1, MSG_DONTWAIT) == 1 && took == 't') {
+            workers[nworkers++] = spare; /* a worker now, serving its connection */
+            close(spare_ctl);
+            spare = spare_ctl = -1;
         }
         for (size_t i = 0; i < nworkers;) {
             if (waitpid(workers[i], NULL, WNOHANG) == workers[i])
@@ -420,7 +473,7 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
         }
         if (pr > 0 && owner >= 0 && (pf[2].revents & POLLIN))
             break; /* the owner is gone: so is the session */
-        if (pr <= 0 || !(pf[0].revents & POLLIN))
+        if (pr <= 0 || spare > 0 || !(pf[0].revents & POLLIN))
             continue;
         int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
@@ -430,23 +483,6 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
         if (nworkers == MAX_WORKERS || !a3s_sio_peer_trusted(conn)) {
             close(conn);
             continue;
-        }
-        if (spare > 0) {
-            /* The spare serves it; when the handover fails, it is stopped, and a worker
-             * is forked for this connection as below. */
-            bool handed = a3s_sio_send(spare_ctl, "c", 1, &conn, 1) == 0;
-            close(spare_ctl);
-            spare_ctl = -1;
-            if (handed) {
-                workers[nworkers++] = spare;
-                spare = -1;
-                close(conn);
-                continue;
-            }
-            (void)kill(spare, SIGKILL);
-            while (waitpid(spare, NULL, 0) < 0 && errno == EINTR) {
-            }
-            spare = -1;
         }
         pid_t pid = term_blocked_fork();
         if (pid == 0) {
@@ -466,11 +502,11 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
         close(conn);
     }
     /* Stop: every running command is cancelled (its tree killed, its run released),
-     * then the session itself. An idle spare sees its end closed and exits. */
+     * then the session itself. An idle spare sees its end closed and exits; one that
+     * has just taken a connection is a worker as the others. */
     if (spare > 0) {
         close(spare_ctl);
-        while (waitpid(spare, NULL, 0) < 0 && errno == EINTR) {
-        }
+        workers[nworkers++] = spare; /* stopped as a worker, or idle: leaves as such */
     }
     for (size_t i = 0; i < nworkers; i++)
         (void)kill(workers[i], SIGTERM);

@@ -234,9 +234,58 @@ bool a3s_facts_exposable(const char *path, char *canon, size_t n)
     return ok;
 }
 
+/* The directories the glob facts of one check list: each read once, all its names
+ * (a3s_facts_glob with no prefix: sorted), each fact's own filtered from them, which is
+ * what a listing with its prefix gives (a sorted list filtered stays sorted). */
+#define LISTINGS 4
+typedef struct listings {
+    struct {
+        const char *dir;
+        char *names; /* NUL-ended, sorted; NULL: none */
+        size_t len;
+        bool failed;
+    } v[LISTINGS];
+    size_t n;
+} listings;
+
+static int glob_listed(listings *ls, const char *dir, const char *prefix, char **out,
+                       size_t *len)
+{
+    size_t i = 0;
+    while (i < ls->n && strcmp(ls->v[i].dir, dir) != 0)
+        i++;
+    if (i == ls->n) {
+        if (ls->n == LISTINGS)
+            return a3s_facts_glob(dir, prefix, out, len); /* not kept: read again */
+        ls->v[i].dir = dir;
+        ls->v[i].failed = a3s_facts_glob(dir, "", &ls->v[i].names, &ls->v[i].len) < 0;
+        ls->n++;
+    }
+    *out = NULL;
+    *len = 0;
+    if (ls->v[i].failed)
+        return -1;
+    size_t plen = strlen(prefix), total = 0;
+    const char *all = ls->v[i].names, *end = all + ls->v[i].len;
+    for (const char *p = all; p && p < end; p += strlen(p) + 1)
+        if (!strncmp(p, prefix, plen))
+            total += strlen(p) + 1;
+    if (total == 0)
+        return 0;
+    if (!(*out = malloc(total)))
+        return -1;
+    for (const char *p = all; p < end; p += strlen(p) + 1)
+        if (!strncmp(p, prefix, plen)) {
+            memcpy(*out + *len, p, strlen(p) + 1);
+            *len += strlen(p) + 1;
+        }
+    return 0;
+}
+
 /* mounts: the mount table, read at the first alias fact of a check (*mounts NULL until
  * then; left NULL when it cannot be read, and the fact does not hold). */
-static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mounts)
+static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mounts,
+                  listings *ls)
 {
     struct stat st;
     char buf[PATH_MAX];
@@ -283,7 +332,7 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mo
         char *out;
         size_t len;
         const char *prefix = x->arg + strlen(x->arg) + 1;
-        if (a3s_facts_glob(x->arg, prefix, &out, &len) < 0)
+        if (glob_listed(ls, x->arg, prefix, &out, &len) < 0)
             return false;
         bool ok = same(x, true, out ? out : "", len);
         free(out);
@@ -311,8 +360,9 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
         return A3S_FACTS_POLICY; /* nothing known: as if all changed */
     int rc = A3S_FACTS_HOLD;
     a3s_mount_table *mounts = NULL;
+    listings ls = {.n = 0};
     for (size_t i = 0; i < f->n && rc != A3S_FACTS_POLICY; i++)
-        if (!holds(&f->v[i], ctx, &mounts)) {
+        if (!holds(&f->v[i], ctx, &mounts, &ls)) {
             char k = f->v[i].kind;
             if (k == A3S_FACT_FILE)
                 rc = A3S_FACTS_POLICY;
@@ -322,6 +372,8 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
             else if (rc == A3S_FACTS_HOLD)
                 rc = A3S_FACTS_HOST;
         }
+    for (size_t i = 0; i < ls.n; i++)
+        free(ls.v[i].names);
     a3s_aliases_table_free(mounts);
     return rc;
 }
