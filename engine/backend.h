@@ -165,6 +165,10 @@ typedef struct a3s_backend_ops {
                     a3s_outcome *o, a3s_error *err);
     /* Release everything of the run (pins, scratch dir, records). NULL is a no-op. */
     void (*run_close)(a3s_backend *be, a3s_backend_run *run);
+    /* Optional: release what the workspace keeps of the run (its pins, the workspace
+     * root's mode and ACLs restored, a quota cgroup) ahead of run_close, for a run whose
+     * close is put off past its answer (a3s_session_linger). */
+    void (*run_settle)(a3s_backend *be, a3s_backend_run *run);
     /* Quotas this host can enforce (probed once). */
     const a3s_quota_caps *(*quota_caps)(a3s_backend *be);
     /* Mediated network proven live, through run (may be NULL: no mediation). */

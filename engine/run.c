@@ -473,6 +473,10 @@ out:
                  (o.mirror_pending_len || dlen[0] || dlen[1] || r->stdout_rest_len ||
                   r->stderr_rest_len);
     if (sess && sess->linger && !drain) {
+        /* What the workspace keeps of it is released now all the same: the answer comes
+         * with the workspace as a run leaves it. */
+        if (be->ops->run_settle)
+            be->ops->run_settle(be, pp.run);
         sess->lingering = pp.run;
         pp.run = NULL;
     }

@@ -195,6 +195,13 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
     free(run);
 }
 
+static void lb_run_settle(a3s_backend *base, a3s_backend_run *run)
+{
+    (void)base;
+    if (run)
+        a3s_runres_settle(&run->res);
+}
+
 /* Mediated runs: the command reaches the relay's loopback proxies; whatever the policy
  * and the request said about proxies, these are the only ones (README "Network grants"). */
 static int set_proxy_env(a3s_strv *env)
@@ -494,6 +501,7 @@ static const a3s_backend_ops linux_ops = {
     .run_describe = lb_run_describe,
     .run_exec = a3s_linux_run_exec,
     .run_close = lb_run_close,
+    .run_settle = lb_run_settle,
     .quota_caps = lb_quota_caps,
     .probe_mediation = lb_probe_mediation,
     .session_open = a3s_linux_session_open,

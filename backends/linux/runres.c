@@ -204,15 +204,20 @@ void a3s_runres_record_pid(void *ud, pid_t pid)
     (void)a3s_stale_run_proc(ud, pid, NULL);
 }
 
-void a3s_runres_close(a3s_runres *r)
+void a3s_runres_settle(a3s_runres *r)
 {
     a3s_runres_quota_end(r, NULL);
     a3s_pins_view_close(&r->pview); /* a scan cut short */
+    a3s_pins_release(r->pins);
+    r->pins = NULL;
+}
+
+void a3s_runres_close(a3s_runres *r)
+{
+    a3s_runres_settle(r);
     if (r->scratch_fd >= 0)
         close(r->scratch_fd);
     r->scratch_fd = -1;
-    a3s_pins_release(r->pins);
-    r->pins = NULL;
     for (size_t i = 0; i < r->nmore; i++) {
         free(r->more[i].path);
         free(r->more[i].prov.file);

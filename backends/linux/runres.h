@@ -63,6 +63,10 @@ int a3s_runres_quota(a3s_runres *r, a3s_linux_quota *q, const a3s_plan *p, const
 void a3s_runres_quota_end(a3s_runres *r, a3s_outcome *o);
 /* Each process of the launch into the run record, as soon as its pid is known. */
 void a3s_runres_record_pid(void *ud, pid_t pid);
+/* Release what the workspace and the host keep of it but the scratch dir and the record:
+ * the quota cgroup, the pins (the workspace root's mode and ACLs restored by the last
+ * holder). a3s_runres_close does it too when it was not done. */
+void a3s_runres_settle(a3s_runres *r);
 /* Release everything; the record goes last (kept for a sweep when something is left). */
 void a3s_runres_close(a3s_runres *r);
 

@@ -77,7 +77,7 @@ int a3s_setup_fail(const char *fmt, ...)
     return -1;
 }
 
-static int sys_openat2(int dfd, const char *path, int flags, unsigned long long resolve)
+int a3s_setup_openat2(int dfd, const char *path, int flags, unsigned long long resolve)
 {
     struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC), .resolve = resolve};
     int fd;
@@ -108,7 +108,7 @@ static int sys_mount_setattr(int fd, unsigned flags, unsigned long long set,
     return (int)syscall(SYS_mount_setattr, fd, "", flags | AT_EMPTY_PATH, &a, sizeof a);
 }
 
-static int mnt_id_of(int fd, unsigned long long *id)
+int a3s_setup_mnt_id(int fd, unsigned long long *id)
 {
     struct statx sx;
     /* The system call itself: not every C library the launcher is linked with wraps it. */
@@ -227,7 +227,7 @@ static int parse_ops(char *buf, size_t len, op **out, size_t *nout)
  * masked file is unreadable rather than empty. */
 static int null_source(void)
 {
-    int fd = sys_openat2(AT_FDCWD, "/dev/null", O_PATH,
+    int fd = a3s_setup_openat2(AT_FDCWD, "/dev/null", O_PATH,
                          RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
@@ -315,20 +315,20 @@ static const unsigned long long beneath = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS 
  * any symbolic link to the directory the supervisor opened. */
 static int apply_root(ctx *c, op *o, int *out_fd)
 {
-    int t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+    int t = a3s_setup_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (t < 0)
         return a3s_setup_fail("%s %s: %s (it changed during setup)", o->kind, o->path, strerror(errno));
     if (o->c == 1) {
         int src = strcmp(o->kind, "root") == 0 ? A3S_FD_WS_MOUNT : A3S_FD_SCRATCH_MOUNT;
-        if (mnt_id_of(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0) {
+        if (a3s_setup_mnt_id(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0) {
             int e = errno;
             close(t);
             return a3s_setup_fail("mounting the %s at %s: %s", o->kind, o->path, strerror(e));
         }
         close(src);
         close(t);
-        t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+        t = a3s_setup_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
         if (t < 0)
             return a3s_setup_fail("%s %s: %s (it changed during setup)", o->kind, o->path,
@@ -348,7 +348,7 @@ static int apply_root(ctx *c, op *o, int *out_fd)
         /* bwrap bound it by path: it must be a mount of its own, of that directory. */
         int parent = openat(t, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
         unsigned long long pid = 0;
-        if (parent < 0 || mnt_id_of(parent, &pid) < 0 || mnt_id_of(t, &o->mnt_id) < 0 ||
+        if (parent < 0 || a3s_setup_mnt_id(parent, &pid) < 0 || a3s_setup_mnt_id(t, &o->mnt_id) < 0 ||
             pid == o->mnt_id) {
             if (parent >= 0)
                 close(parent);
@@ -382,7 +382,7 @@ static int apply_clone(op *o)
 {
     if (o->c > 1)
         return a3s_setup_fail("bad clone record %s", o->path);
-    int t = sys_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+    int t = a3s_setup_openat2(AT_FDCWD, o->path, O_PATH | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (t < 0)
         return a3s_setup_fail("%s: %s (it changed before setup)", o->path, strerror(errno));
@@ -414,7 +414,7 @@ static int apply_entry(ctx *c, op *o)
 {
     if (c->wsfd < 0)
         return a3s_setup_fail("workspace record missing before %s %s", o->kind, o->path);
-    int t = sys_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
+    int t = a3s_setup_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
     if (t < 0) {
         if ((errno == ENOENT || errno == ENOTDIR) && (o->c & A3S_SETUP_OPTIONAL) && !o->a &&
             !o->b)
@@ -485,7 +485,7 @@ static int apply_entry(ctx *c, op *o)
         return a3s_setup_fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(e));
     }
     int rc = 0;
-    if (mnt_id_of(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0)
+    if (a3s_setup_mnt_id(src, &o->mnt_id) < 0 || sys_move_mount_fd(src, t) < 0)
         rc = a3s_setup_fail("%s %s/%s: %s", o->kind, c->ws, o->path, strerror(errno));
     else
         o->applied = true;
@@ -502,12 +502,12 @@ static int verify(ctx *c, op *ops, size_t n)
         if (!o->applied)
             continue;
         bool rootish = is_kind(o, "root") || is_kind(o, "scratch");
-        int t = rootish ? sys_openat2(AT_FDCWD, o->path, O_PATH | O_NOFOLLOW,
+        int t = rootish ? a3s_setup_openat2(AT_FDCWD, o->path, O_PATH | O_NOFOLLOW,
                                       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
-                        : sys_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
+                        : a3s_setup_openat2(c->wsfd, o->path, O_PATH | O_NOFOLLOW, beneath);
         unsigned long long id = 0;
         struct stat st;
-        bool ok = t >= 0 && mnt_id_of(t, &id) == 0 && id == o->mnt_id && fstat(t, &st) == 0;
+        bool ok = t >= 0 && a3s_setup_mnt_id(t, &id) == 0 && id == o->mnt_id && fstat(t, &st) == 0;
         if (ok && (is_kind(o, "protect") || is_kind(o, "ro") || is_kind(o, "rw") ||
                    is_kind(o, "hold")))
             ok = st.st_dev == o->dev && st.st_ino == o->ino;
@@ -550,101 +550,12 @@ static int foreign_one(void *ud, const a3s_mountinfo *m)
     return 1; /* said */
 }
 
-static int below_one(void *ud, const a3s_mountinfo *m)
-{
-    const char *ws = ud;
-    size_t wl = strlen(ws);
-    if (strncmp(m->point, ws, wl) != 0 || m->point[wl] != '/')
-        return 0;
-    (void)a3s_setup_fail("a mount at %s appeared in the workspace while the session was "
-                         "being set up", m->point);
-    return 1; /* said */
-}
-
-int a3s_setup_nothing_below(const char *ws)
-{
-    int rc = a3s_mountinfo_each(below_one, (void *)ws);
-    if (rc < 0)
-        return a3s_setup_fail("reading the mount table: %s", strerror(errno));
-    return rc ? -1 : 0;
-}
-
 static int no_foreign_mounts(const ctx *c, const op *ops, size_t n)
 {
     if (c->wsfd < 0)
         return 0;
     foreign f = {c, ops, n};
     int rc = a3s_mountinfo_each(foreign_one, &f);
-    if (rc < 0)
-        return a3s_setup_fail("reading the mount table: %s", strerror(errno));
-    return rc ? -1 : 0;
-}
-
-/* The sandbox's own /dev and /proc (their mount ids): fresh mounts of bubblewrap's or of
- * a session command's (join.c). Nothing propagates into a fresh mount, so whatever is
- * mounted directly on the fresh /dev (its device files, its devpts) was mounted there by
- * the sandbox's makers; a host mount arriving onto one of those device files is mounted
- * on the device file's mount instead, and is an arrival as any other. */
-typedef struct own {
-    unsigned long long dev, proc;
-} own;
-
-/* A host mount that arrived while the sandbox waited for its setup (mounts propagate
- * into it until the view is made private; a sandbox started ahead of its run waits while
- * the run is prepared) comes as the host made it, often writable, setuid and with device
- * files. At this point every mount the command can reach but the sandbox's own /dev and
- * /proc is read-only, nosuid and nodev (its read-only host root): an arrival is made so
- * too, also one onto a device file bound into /dev. One whose path leads elsewhere
- * (mounted over, at its point or above) or that the setup step may not reach (a
- * directory on its way it may not search: neither may the command, with the same ids
- * and no capability) is out of the command's reach; bubblewrap could not make such a
- * one read-only itself. */
-static int harden_one(void *ud, const a3s_mountinfo *m)
-{
-    const own *o = ud;
-    if ((m->rdonly && m->nosuid && m->nodev) || m->id == o->dev || m->id == o->proc ||
-        m->parent == o->dev)
-        return 0;
-    int fd = sys_openat2(AT_FDCWD, m->point, O_PATH | O_NOFOLLOW,
-                         RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
-        return 0;
-    unsigned long long id = 0;
-    if (fd < 0 || mnt_id_of(fd, &id) < 0) {
-        (void)a3s_setup_fail("a mount that arrived at %s: %s", m->point, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return 1; /* said */
-    }
-    if (id != m->id) {
-        close(fd); /* its path leads elsewhere: it is mounted over */
-        return 0;
-    }
-    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
-    int rc = 0;
-    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a) < 0) {
-        (void)a3s_setup_fail("making the mount that arrived at %s read-only: %s", m->point,
-                             strerror(errno));
-        rc = 1;
-    }
-    close(fd);
-    return rc;
-}
-
-int a3s_setup_harden(void)
-{
-    own o = {0, 0};
-    int d = sys_openat2(AT_FDCWD, "/dev", O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
-    int p = sys_openat2(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
-    bool ok = d >= 0 && p >= 0 && mnt_id_of(d, &o.dev) == 0 && mnt_id_of(p, &o.proc) == 0;
-    int e = errno;
-    if (d >= 0)
-        close(d);
-    if (p >= 0)
-        close(p);
-    if (!ok)
-        return a3s_setup_fail("the sandbox's /dev and /proc: %s", strerror(e));
-    int rc = a3s_mountinfo_each(harden_one, &o);
     if (rc < 0)
         return a3s_setup_fail("reading the mount table: %s", strerror(errno));
     return rc ? -1 : 0;
@@ -731,8 +642,11 @@ int a3s_setup_run(bool keep_relay_fds, bool joined)
     /* A session's command: its workspace and scratch directory, cloned from the base
      * before any mount hides their paths; then the mounts outside the workspace. */
     size_t first = 0;
-    while (first + 1 < n && is_kind(&ops[first], "clone") && rc == 0)
+    bool ws_from_base = false; /* the workspace mount cloned here, from the session's view */
+    while (first + 1 < n && is_kind(&ops[first], "clone") && rc == 0) {
+        ws_from_base = ws_from_base || ops[first].c == 0;
         rc = apply_clone(&ops[first++]);
+    }
     size_t nhost = first;
     while (nhost + 1 < n && a3s_setup_host_is(ops[nhost].kind))
         nhost++;
@@ -764,7 +678,10 @@ int a3s_setup_run(bool keep_relay_fds, bool joined)
     }
     if (rc == 0)
         rc = verify(&c, ops, n);
-    if (rc == 0 && !joined)
+    /* A session's workspace cloned from its view was found without a mount below it
+     * when the view was made; one handed over (the mapped identity's, cloned from the
+     * host just now) is looked at as in a fresh run. */
+    if (rc == 0 && !(joined && ws_from_base))
         rc = no_foreign_mounts(&c, ops, n);
     /* The command starts in the workspace mount (bwrap started in /). */
     if (rc == 0 && c.wsfd >= 0) {
@@ -782,7 +699,7 @@ int a3s_setup_run(bool keep_relay_fds, bool joined)
      * (O_PATH: entering a directory needs only search permission). */
     if (rc == 0 && cwd) {
         int d = c.wsfd < 0 ? -1
-                           : sys_openat2(c.wsfd, cwd, O_PATH | O_DIRECTORY,
+                           : a3s_setup_openat2(c.wsfd, cwd, O_PATH | O_DIRECTORY,
                                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
         if (c.wsfd < 0)
             rc = a3s_setup_fail("the working directory %s: the workspace is not mounted", cwd);

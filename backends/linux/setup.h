@@ -7,6 +7,11 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
+/* openat2(2) with O_CLOEXEC, retried while a rename races with it (EAGAIN). */
+int a3s_setup_openat2(int dfd, const char *path, int flags, unsigned long long resolve);
+/* The mount id of what fd is open on (statx). -1 with errno. */
+int a3s_setup_mnt_id(int fd, unsigned long long *id);
+
 /* The setup step's refusal: "a3s-sandbox: setup: " and the message on stderr; -1. */
 int a3s_setup_vfail(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 int a3s_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -17,8 +22,9 @@ int a3s_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * filter and channel). joined: a session's command (--join), in a copy of the session's
  * view, which the session's --hold made private, hardened (a3s_setup_harden) and found
  * without a mount below the workspace (a3s_setup_nothing_below): no host mount can have
- * arrived since, and none is looked for again. On failure a message is on stderr and -1
- * is returned: the command must not run. */
+ * arrived since, and none is looked for again, but below a workspace mount handed over
+ * (the mapped identity's, cloned from the host for this command). On failure a message is
+ * on stderr and -1 is returned: the command must not run. */
 int a3s_setup_run(bool keep_relay_fds, bool joined);
 
 /* Once the view is private: every mount the command could reach that is not read-only,

@@ -17,6 +17,7 @@
 #include "a3s_sandbox.h"
 #include "cli.h"
 #include "json.h"
+#include "sandbox.h"
 #include "tty.h"
 
 static int sig_pipe[2] = {-1, -1};
@@ -257,6 +258,12 @@ int cli_run(a3s_sandbox *sb, a3s_session *sess, const cli *c, const bool closed_
     int st = sess ? a3s_session_exec(sess, &req, &r, &err) : a3s_sandbox_exec(sb, &req, &r, &err);
     if (c->tty)
         cli_tty_end(); /* before anything more is printed, on every path */
+    /* A session's run put off past its answer (a3s_session_linger) is released before
+     * anything is written here: a reader that does not read must not hold it. */
+    bool quiet = st == A3S_OK && !c->json && !r.timed_out &&
+                 !(r.identity && !strcmp(r.identity, "host-root"));
+    if (sess && !quiet)
+        a3s_session_release(sess);
     if (st != A3S_OK) {
         if (got_signal) {
             fprintf(stderr, "a3s-sandbox: interrupted by %s; the process tree was killed\n",

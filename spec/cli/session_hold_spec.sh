@@ -82,4 +82,40 @@ REFUSED/"
     contains "$out" "a mount at $d/ws/sub appeared in the workspace"
   check "$who: ... with the launcher's failure" not_contains "$out" "exit=0"
 done
+
+# --- a root caller's command gets its workspace cloned from the host --------------------
+# With the mapped identity (root callers) a command's workspace is not the session view's
+# copy: it is cloned from the host for each command, after the scan. A host mount made
+# below it meanwhile comes with the clone; the command's setup step must refuse it, as a
+# fresh run's does. A host loop mounts a secret directory below the workspace and
+# unmounts it again (the mount table is the same before and after, so the session's check
+# of it passes), while commands run; a 3000-file workspace widens the scan's window. In a
+# private mount namespace of the spec's own, where the session is started too.
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  d=$(tmpdir)
+  mkdir -p "$d/ws/sub" "$d/secret" "$d/ws/many"
+  echo TOPSECRET >"$d/secret/key"
+  (cd "$d/ws/many" && seq 3000 | xargs touch)
+  out=$(unshare -m --propagation private bash -c '
+    cd "$2/ws" && id=$("$1" session start) || exit 9
+    ( while :; do mount --bind "$2/secret" "$2/ws/sub"; sleep 0.01; umount "$2/ws/sub"; sleep 0.01; done ) &
+    loop=$!
+    refused=0
+    for i in $(seq 80); do
+      o=$("$1" session exec "$id" -- sh -c "cat sub/key 2>/dev/null; echo pwned >sub/written 2>/dev/null; :" 2>&1)
+      case "$o" in *TOPSECRET*) echo "READ in command $i";; esac
+      case "$o" in *"appeared in the workspace"*) refused=$((refused + 1));; esac
+    done
+    kill $loop; wait $loop 2>/dev/null
+    umount "$2/ws/sub" 2>/dev/null
+    "$1" session stop "$id"
+    echo "refused=$refused"' _ "$A3S" "$d" 2>&1)
+  check "root (mapped identity): a host mount made below the workspace during setup is never read ($out)" \
+    not_contains "$out" "READ in command"
+  check "... nor written to" test ! -e "$d/secret/written"
+  echo "# commands refused because the mount was there: $(grep -o 'refused=[0-9]*' <<<"$out")"
+else
+  pass "root (mapped identity): a host mount made below the workspace: needs root and unshare"
+  pass "..."
+fi
 finish
