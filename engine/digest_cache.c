@@ -225,7 +225,7 @@ int a3s_digest_cache_get(a3s_sandbox *sb, const a3s_policy_ctx *ctx, char digest
     unsigned long long n = strtoull(f, &stop, 10);
     if (errno || stop == f || *stop || n != (unsigned long long)(end - p))
         goto out;
-    if (!(facts = pe->facts_decode(p, (size_t)n)) || pe->facts_check(facts, ctx, NULL) != A3S_FACTS_HOLD)
+    if (!(facts = pe->facts_decode(p, (size_t)n)) || pe->facts_check(facts, ctx) != A3S_FACTS_HOLD)
         goto out;
     memcpy(digest, d, 65);
     *broaden = got;

@@ -39,10 +39,6 @@ void a3s_policy_src_free(a3s_policy_src *src);
  * record, opaque here), and whether it still holds. */
 typedef struct a3s_policy_facts a3s_policy_facts;
 enum { A3S_FACTS_HOLD = 0, A3S_FACTS_HOST = 1, A3S_FACTS_POLICY = 2, A3S_FACTS_MOUNTS = 3 };
-/* The host's mount table read ahead of a facts check, with a watch opened before it was
- * read (the engine's own, opaque here): while the kernel reports no mount, unmount,
- * remount or move on the watch, that table is the host's as it is. */
-typedef struct a3s_policy_mounts a3s_policy_mounts;
 
 typedef struct a3s_policy_engine {
     const char *name; /* "lua" */
@@ -67,15 +63,8 @@ typedef struct a3s_policy_engine {
      * May be NULL (no such record: every run evaluates). */
     a3s_plan *(*eval_facts)(const a3s_policy_src *src, const a3s_policy_ctx *ctx,
                             a3s_policy_facts **facts, a3s_error *err);
-    /* ahead: the mount table read ahead (mounts_ahead), or NULL: read now. It is used
-     * once (its watch is spent by the check). */
-    int (*facts_check)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx,
-                       const a3s_policy_mounts *ahead);
+    int (*facts_check)(const a3s_policy_facts *facts, const a3s_policy_ctx *ctx);
     void (*facts_free)(a3s_policy_facts *facts);
-    /* Optional: the mount table read now for a check later (NULL: none, the check reads
-     * it then), and its release. */
-    a3s_policy_mounts *(*mounts_ahead)(void);
-    void (*mounts_free)(a3s_policy_mounts *m);
     /* The record as bytes (malloc'd; -1 when it has none) and back (NULL: not a record),
      * so that it can be kept between processes; a decoded record is only ever used
      * through facts_check. Either may be NULL: nothing is kept. */

@@ -49,17 +49,9 @@ static int prepare(a3s_sandbox *sb, const a3s_exec_request *req, bool pin,
      * search path, its modules, whose digest the session reports) or none. What it read
      * of the host is checked: all as it was, the session's plan; else evaluated again. */
     int fc = A3S_FACTS_HOST;
-    /* The mount table read ahead (a3s_session_warm) serves this check only. */
-    a3s_policy_mounts *ahead = sess ? sess->mounts_ahead : NULL;
-    if (sess)
-        sess->mounts_ahead = NULL;
-    if (sess && a3s_sandbox_roots_hold(sb, err) == 0)
-        fc = a3s_sandbox_facts_check(sb, sess->plan->scratch, sess->facts, ahead);
-    else if (sess)
-        fc = -1;
-    if (ahead)
-        sb->policy->mounts_free(ahead);
-    if (sess && (fc < 0 || fc == A3S_FACTS_POLICY || fc == A3S_FACTS_MOUNTS)) {
+    if (sess && (a3s_sandbox_roots_hold(sb, err) < 0 ||
+                 (fc = a3s_sandbox_facts_check(sb, sess->plan->scratch, sess->facts)) ==
+                     A3S_FACTS_POLICY || fc == A3S_FACTS_MOUNTS)) {
         if (fc == A3S_FACTS_POLICY)
             a3s_fail(err, A3S_ERR_POLICY, "a policy file changed since the session opened: "
                      "start a new session");

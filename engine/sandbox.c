@@ -114,12 +114,12 @@ a3s_plan *a3s_sandbox_compile_facts(a3s_sandbox *sb, const char *scratch,
 }
 
 int a3s_sandbox_facts_check(const a3s_sandbox *sb, const char *scratch,
-                            const a3s_policy_facts *facts, const a3s_policy_mounts *ahead)
+                            const a3s_policy_facts *facts)
 {
     if (!facts || !sb->policy->facts_check)
         return A3S_FACTS_HOST; /* no record: evaluate again */
     a3s_policy_ctx ctx = host_ctx(sb, scratch);
-    return sb->policy->facts_check(facts, &ctx, ahead);
+    return sb->policy->facts_check(facts, &ctx);
 }
 
 /* A policy file the command can write is refused: a run could rewrite what the next one

@@ -63,7 +63,7 @@ a3s_plan *a3s_sandbox_compile(a3s_sandbox *sb, const char *scratch, a3s_error *e
 a3s_plan *a3s_sandbox_compile_facts(a3s_sandbox *sb, const char *scratch,
                                     a3s_policy_facts **facts, a3s_error *err);
 int a3s_sandbox_facts_check(const a3s_sandbox *sb, const char *scratch,
-                            const a3s_policy_facts *facts, const a3s_policy_mounts *ahead);
+                            const a3s_policy_facts *facts);
 
 /* The backend's plan_check of p (0 without a backend). */
 int a3s_sandbox_plan_check(a3s_sandbox *sb, const a3s_plan *p, bool host, a3s_error *err);
@@ -92,8 +92,6 @@ typedef struct a3s_session_ctx {
      * (a3s_session_warm), or NULL. */
     a3s_backend_run *spare_run;
     const char *spare_scratch; /* owned by spare_run */
-    /* The host's mount table read ahead for its facts check, or NULL (policy.h). */
-    a3s_policy_mounts *mounts_ahead;
 } a3s_session_ctx;
 
 /* run.c: one prepared run (policy -> frozen plan -> scan -> backend prepare). */

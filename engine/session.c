@@ -79,13 +79,10 @@ int a3s_session_warm(a3s_session *s, a3s_error *err)
     if (!be->ops->session_warm)
         return a3s_fail(err, A3S_ERR_SETUP, "the %s backend prepares nothing ahead",
                         be->ops->name);
-    /* Its run too: the record (made before the scratch dir, as always) and the dir; and
-     * the host's mount table for its facts check (read again then if it changed). */
+    /* Its run too: the record (made before the scratch dir, as always) and the dir. */
     if (!s->ctx.spare_run &&
         be->ops->run_open(be, &s->ctx.spare_run, &s->ctx.spare_scratch, false, err) < 0)
         return -1;
-    if (!s->ctx.mounts_ahead && s->sb->policy->mounts_ahead)
-        s->ctx.mounts_ahead = s->sb->policy->mounts_ahead();
     return be->ops->session_warm(be, s->ctx.backend, err);
 }
 
@@ -98,10 +95,6 @@ void a3s_session_unwarm(a3s_session *s)
         be->ops->run_close(be, s->ctx.spare_run);
         s->ctx.spare_run = NULL;
         s->ctx.spare_scratch = NULL;
-    }
-    if (s && s->ctx.mounts_ahead) {
-        s->sb->policy->mounts_free(s->ctx.mounts_ahead);
-        s->ctx.mounts_ahead = NULL;
     }
 }
 

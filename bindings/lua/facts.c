@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,58 +354,12 @@ static bool holds(const fact *x, const a3s_policy_ctx *ctx, a3s_mount_table **mo
     }
 }
 
-/* The watch is this process's own open of /proc/self/mountinfo, made before the table
- * was read: the kernel marks it (POLLPRI) at any mount, unmount, remount or move in the
- * namespace after the open, which is everything the table's facts depend on (ids,
- * devices, roots, mount points; a propagation change marks nothing and changes none). */
-struct a3s_policy_mounts {
-    int watch;
-    a3s_mount_table *table;
-};
-
-a3s_policy_mounts *a3s_facts_mounts_ahead(void)
-{
-    a3s_policy_mounts *m = calloc(1, sizeof *m);
-    if (!m)
-        return NULL;
-    if ((m->watch = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) < 0 ||
-        !(m->table = a3s_aliases_table(NULL))) {
-        a3s_facts_mounts_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-void a3s_facts_mounts_free(a3s_policy_mounts *m)
-{
-    if (!m)
-        return;
-    if (m->watch >= 0)
-        close(m->watch);
-    a3s_aliases_table_free(m->table);
-    free(m);
-}
-
-/* The table read ahead, when nothing changed since: it is the host's as it is now. */
-static a3s_mount_table *still(const a3s_policy_mounts *m)
-{
-    struct pollfd p = {m ? m->watch : -1, POLLPRI, 0};
-    if (!m || m->watch < 0 || !m->table)
-        return NULL;
-    int r;
-    do
-        r = poll(&p, 1, 0);
-    while (r < 0 && errno == EINTR);
-    return r == 0 ? m->table : NULL;
-}
-
-int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx,
-                    const a3s_policy_mounts *ahead)
+int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx)
 {
     if (!f || f->broken)
         return A3S_FACTS_POLICY; /* nothing known: as if all changed */
     int rc = A3S_FACTS_HOLD;
-    a3s_mount_table *lent = still(ahead), *mounts = lent;
+    a3s_mount_table *mounts = NULL;
     listings ls = {.n = 0};
     for (size_t i = 0; i < f->n && rc != A3S_FACTS_POLICY; i++)
         if (!holds(&f->v[i], ctx, &mounts, &ls)) {
@@ -421,8 +374,7 @@ int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx,
         }
     for (size_t i = 0; i < ls.n; i++)
         free(ls.v[i].names);
-    if (mounts != lent)
-        a3s_aliases_table_free(mounts);
+    a3s_aliases_table_free(mounts);
     return rc;
 }
 

@@ -43,12 +43,7 @@ void a3s_facts_free(a3s_policy_facts *f);
  * A3S_FACTS_HOLD, else A3S_FACTS_POLICY when a policy file looked for changed, else
  * A3S_FACTS_MOUNTS when what it read of the mount table did, else A3S_FACTS_HOST
  * (engine/policy.h). */
-int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx,
-                    const a3s_policy_mounts *ahead);
-/* The mount table read now, a watch on it opened first (policy.h mounts_ahead); NULL when
- * either cannot be had. */
-a3s_policy_mounts *a3s_facts_mounts_ahead(void);
-void a3s_facts_mounts_free(a3s_policy_mounts *m);
+int a3s_facts_check(const a3s_policy_facts *f, const a3s_policy_ctx *ctx);
 
 /* The record as bytes (malloc'd) and back, for a cache kept between processes: -1 when
  * it cannot be written (out of memory, or a record that never holds); NULL when the bytes

@@ -326,6 +326,4 @@ const a3s_policy_engine a3s_lua_policy_engine = {
     .facts_free = a3s_facts_free,
     .facts_encode = a3s_facts_encode,
     .facts_decode = a3s_facts_decode,
-    .mounts_ahead = a3s_facts_mounts_ahead,
-    .mounts_free = a3s_facts_mounts_free,
 };
