@@ -642,11 +642,8 @@ int a3s_setup_run(bool keep_relay_fds, bool joined)
     /* A session's command: its workspace and scratch directory, cloned from the base
      * before any mount hides their paths; then the mounts outside the workspace. */
     size_t first = 0;
-    bool ws_from_base = false; /* the workspace mount cloned here, from the session's view */
-    while (first + 1 < n && is_kind(&ops[first], "clone") && rc == 0) {
-        ws_from_base = ws_from_base || ops[first].c == 0;
+    while (first + 1 < n && is_kind(&ops[first], "clone") && rc == 0)
         rc = apply_clone(&ops[first++]);
-    }
     size_t nhost = first;
     while (nhost + 1 < n && a3s_setup_host_is(ops[nhost].kind))
         nhost++;
@@ -678,10 +675,11 @@ int a3s_setup_run(bool keep_relay_fds, bool joined)
     }
     if (rc == 0)
         rc = verify(&c, ops, n);
-    /* A session's workspace cloned from its view was found without a mount below it
-     * when the view was made; one handed over (the mapped identity's, cloned from the
-     * host just now) is looked at as in a fresh run. */
-    if (rc == 0 && !(joined && ws_from_base))
+    /* Also in a session's command: its view was found without a mount below the
+     * workspace when it was made, but a host rename moves a mount with its directory,
+     * into the workspace too; and the mapped identity's workspace is cloned from the
+     * host for the command. */
+    if (rc == 0)
         rc = no_foreign_mounts(&c, ops, n);
     /* The command starts in the workspace mount (bwrap started in /). */
     if (rc == 0 && c.wsfd >= 0) {

@@ -20,11 +20,10 @@ int a3s_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * identity with no capabilities, no_new_privs and the filter of fd A3S_FD_SECCOMP, in
  * the workspace; fds 5 and up are closed (keep_relay_fds: all but 7 and 12, the relay's
  * filter and channel). joined: a session's command (--join), in a copy of the session's
- * view, which the session's --hold made private, hardened (a3s_setup_harden) and found
- * without a mount below the workspace (a3s_setup_nothing_below): no host mount can have
- * arrived since, and none is looked for again, but below a workspace mount handed over
- * (the mapped identity's, cloned from the host for this command). On failure a message is
- * on stderr and -1 is returned: the command must not run. */
+ * view, which the session's --hold made private and hardened (a3s_setup_harden): no host
+ * mount can have arrived since, and none is hardened again (a mount below the workspace
+ * is still looked for: a host rename moves one there). On failure a message is on stderr
+ * and -1 is returned: the command must not run. */
 int a3s_setup_run(bool keep_relay_fds, bool joined);
 
 /* Once the view is private: every mount the command could reach that is not read-only,

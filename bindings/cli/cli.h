@@ -33,6 +33,9 @@ typedef struct cli {
 typedef struct a3s_session a3s_session;
 int cli_run(a3s_sandbox *sb, a3s_session *sess, const cli *c, const bool closed_std[3],
             int cancel_fd);
+/* Async-signal-safe: what cli_run still has to write to its reader is given up (a
+ * session's worker being stopped). */
+void cli_run_abandon_output(void);
 /* Messages shared by the subcommands (run.c): -v lines, refusals with their stage. */
 extern bool verbose;
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

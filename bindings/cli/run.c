@@ -21,14 +21,19 @@
 #include "tty.h"
 
 static int sig_pipe[2] = {-1, -1};
-static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t got_signal, abandoned;
+
+void cli_run_abandon_output(void)
+{
+    abandoned = 1;
+}
 
 /* Returns false when the reader went away (EPIPE: SIGPIPE is ignored here). */
 static bool write_out(int fd, const char *p, size_t n)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
-        if (got_signal)
+        if (got_signal || abandoned)
             return false; /* a signal ends the wait for our reader (exit 128+N) */
         if (w < 0) {
             if (errno == EINTR)

@@ -86,9 +86,11 @@ static void wk_on_term(int sig)
 {
     (void)sig;
     /* The cancel fd (the connection) becomes readable: the tree is killed, the worker
-     * still answers and releases everything. */
+     * still answers and releases everything; what is left to write to a reader that
+     * does not read is given up (the stop must not wait for it). */
     if (wk_conn >= 0)
         (void)shutdown(wk_conn, SHUT_RD);
+    cli_run_abandon_output();
 }
 
 static char *json_strv_get(json_t *a, const char ***out, size_t *n)

@@ -118,4 +118,33 @@ else
   pass "root (mapped identity): a host mount made below the workspace: needs root and unshare"
   pass "..."
 fi
+
+# --- a host rename moves a mount below the workspace between commands -------------------
+# A mount moves with its directory: renamed into the workspace on the host, it is below
+# the workspace in the session's view too. The session's check of the host's mount table
+# (whose mount points changed) refuses the next command. As the unprivileged user, whose
+# session has no other check of it before its setup step.
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && id a3s-test >/dev/null 2>&1 &&
+  command -v setpriv >/dev/null; then
+  d=$(tmpdir)
+  chmod 0755 "$d"
+  mkdir -p "$d/out/x/view" "$d/ws"
+  chown a3s-test "$d/ws"
+  out=$(unshare -m --propagation private bash -c '
+    U() { setpriv --reuid=a3s-test --regid=a3s-test --init-groups env HOME=/home/a3s-test "$@"; }
+    mount -t tmpfs -o mode=0755 spec-view "$2/out/x/view" && echo HOSTFILE >"$2/out/x/view/f" || exit 9
+    cd "$2/ws" && id=$(U "$1" session start -w "$2/ws") || exit 9
+    U "$1" session exec "$id" -- true; echo "first=$?"
+    mv "$2/out/x" "$2/ws/x" || exit 9
+    U "$1" session exec "$id" -c "cat x/view/f; mv x y && echo MOVED"; echo "second=$?"
+    U "$1" session stop "$id"
+    echo "host: $(ls "$2/ws")"' _ "$A3S" "$d" 2>&1)
+  check "a host rename brings a mount below the workspace: the next command is refused ($out)" \
+    contains "$out" "second=125"
+  check "... it read nothing of the mount, moved nothing" \
+    eq "$(grep -c 'HOSTFILE\|MOVED' <<<"$out")/$(grep 'host:' <<<"$out")" "0/host: x"
+else
+  pass "a host rename brings a mount below the workspace: needs root, unshare, setpriv, a3s-test"
+  pass "..."
+fi
 finish

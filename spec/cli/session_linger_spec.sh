@@ -45,7 +45,20 @@ rm -f "$ws/ran"
 run_cli session exec "$id" -- sh -c 'chmod 777 .'
 check "a quiet command: the root's mode restored when the answer comes ($(stat -c %a "$ws"))" \
   eq "$(stat -c %a "$ws")/$RC" 755/0
-"$A3S" session stop "$id"
+
+# A stop while a result waits for a reader that never reads: the stop ends the worker
+# (what it had left to write is given up) instead of waiting for the reader.
+rm -f "$ws/ran"
+{ "$A3S" session exec "$id" --json -- sh -c ': >ran; head -c 300000 /dev/zero | tr "\0" b' \
+    2>/dev/null | { sleep 60 & echo $! >"$out/reader"; wait; }; } &
+for _ in $(seq 100); do [ -e "$ws/ran" ] && break; sleep 0.05; done
+sleep 0.5
+"$A3S" session stop "$id" >"$out/stop" 2>&1
+stop_rc=$?
+check "a stop while the result waits for a reader that never reads: it ends ($stop_rc: $(cat "$out/stop"))" \
+  eq "$stop_rc/$(cat "$out/stop")" "0/"
+kill "$(cat "$out/reader")" 2>/dev/null
+wait 2>/dev/null
 sleep 0.2
 check "after stop: no scratch dir is left ($(scratch_dirs))" eq "$(scratch_dirs)" 0
 finish
