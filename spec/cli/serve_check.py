@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -517,6 +518,7 @@ def deadline_flip(ws):
     finally:
         s.p.kill()
         s.p.wait()
+        shutil.rmtree(pol_dir, ignore_errors=True)  # beside the workspace: not the spec's tmpdir
 
 
 if __name__ == "__main__":
