@@ -46,6 +46,32 @@ static int fail(const char *what)
     return -1;
 }
 
+/* One byte on sock, with the n descriptors fds (at most 4; none when n is 0). */
+static int send_byte(int sock, char byte, const int *fds, int n)
+{
+    struct iovec iov = {&byte, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (n > 0) {
+        m.msg_control = u.buf;
+        m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+    }
+    ssize_t w;
+    do
+        w = sendmsg(sock, &m, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    return w == 1 ? 0 : -1;
+}
+
 int a3s_join_hold(bool with_net, const char *ws)
 {
     static const char *const name[4] = {"/proc/self/ns/user", "/proc/self/ns/mnt",
@@ -73,25 +99,7 @@ int a3s_join_hold(bool with_net, const char *ws)
             fail(name[i]);
             goto out;
         }
-    char byte = 'N';
-    struct iovec iov = {&byte, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof fd)];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-    memcpy(CMSG_DATA(c), fd, sizeof(int) * (size_t)n);
-    ssize_t w;
-    do
-        w = sendmsg(A3S_FD_HOLD, &m, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
-    if (w != 1) {
+    if (send_byte(A3S_FD_HOLD, 'N', fd, n) < 0) {
         fail("handing the namespaces over");
         goto out;
     }
@@ -410,31 +418,11 @@ static int warm_args(int fd, int *argc, char ***argv)
 /* "R", with this process's mount namespace when it can be opened (protocol.h). */
 static int say_ready(void)
 {
-    char byte = 'R';
-    struct iovec iov = {&byte, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (ns >= 0) {
-        m.msg_control = u.buf;
-        m.msg_controllen = sizeof u.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &ns, sizeof ns);
-    }
-    ssize_t w;
-    do
-        w = sendmsg(A3S_FD_WARM, &m, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
+    int rc = send_byte(A3S_FD_WARM, 'R', &ns, ns >= 0 ? 1 : 0);
     if (ns >= 0)
         close(ns);
-    return w == 1 ? 0 : -1;
+    return rc;
 }
 
 int a3s_join_warm(int *argc, char ***argv)
