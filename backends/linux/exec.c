@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "mirror.h"
+#include "nspid.h"
 #include "ptypeer.h"
 #include "stdin_feed.h"
 #include "trace.h"
@@ -551,8 +552,9 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 
         /* The launcher's pipe first: "S" precedes any output of the command. */
         if (idx_s >= 0 && (pf[idx_s].revents & (POLLIN | POLLHUP | POLLERR))) {
-            ssize_t r = read(started_fd, launch_buf + launch_len,
-                             sizeof launch_buf - 1 - launch_len);
+            ssize_t r = a3s_nspid_read_started(started_fd, launch_buf + launch_len,
+                                               sizeof launch_buf - 1 - launch_len,
+                                               &ns_pidfd);
             if (r > 0) {
                 launch_len += (size_t)r;
                 launch_buf[launch_len] = '\0';
@@ -742,6 +744,7 @@ out:
         kill_tree(pid, pidfd >= 0 ? pidfd : -1, ns_pidfd);
         (void)waitpid(pid, NULL, 0);
     }
+    a3s_nspid_wait(ns_pidfd);
     close_fd(&out_p[0]);
     close_fd(&out_p[1]);
     close_fd(&errp[0]);

@@ -15,8 +15,9 @@
  * --warm: started before its command is known, it waits on A3S_FD_WARM for the command's
  * descriptors, argv (these options again, without --warm) and environment (warm.h).
  *
- * Launching: protocol on fd 3 (a pipe to the supervisor): "S" once the sandbox is set up
- * (anything failing before that is the sandbox's failure, not the command's); then
+ * Launching: protocol on fd 3 (a pipe to the supervisor, or a socket for a session's
+ * command): "S" once the sandbox is set up (anything failing before that is the
+ * sandbox's failure, not the command's; on a socket, with a pidfd of pid 1); then
  * "E<errno>\n" if the command's process could not even be forked (a setup failure too),
  * or, after the command ended, "X<wait status>\n", so the supervisor can report a death by signal
  * exactly. fd 3 and 4 (bwrap's status pipe) never reach the command. The launcher is not
@@ -42,6 +43,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +75,38 @@ static int report_status(int status)
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + WTERMSIG(status);
+}
+
+/* "S" on fd 3. As pid 1 of a session's command, with a pidfd of this process when fd 3
+ * is a socket: the supervisor waits on it after a kill, since pid 1 ends only once the
+ * kernel has emptied its pid namespace (the process that started it is gone sooner). */
+static int say_started(bool init)
+{
+    int self = init ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
+    if (init && self < 0)
+        return -1;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {"S", 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (self >= 0) {
+        memset(&u, 0, sizeof u);
+        m.msg_control = u.buf;
+        m.msg_controllen = sizeof u.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &self, sizeof self);
+    }
+    ssize_t w = self >= 0 ? sendmsg(A3S_FD_STARTED, &m, MSG_NOSIGNAL) : -1;
+    if (self < 0 || (w < 0 && errno == ENOTSOCK))
+        w = write(A3S_FD_STARTED, "S", 1); /* a pipe (under bwrap): its pid 1 is bwrap's */
+    if (self >= 0)
+        (void)close(self);
+    return w == 1 ? 0 : -1;
 }
 
 /* fd moved above every fixed number of the protocol (protocol.h): the lowest free number
@@ -210,14 +244,13 @@ static int launch(char **cmd)
         fprintf(stderr, "a3s-sandbox: setup: prctl(PR_SET_PDEATHSIG): %s\n", strerror(errno));
         return A3S_EXIT_SETUP;
     }
-    if (write(A3S_FD_STARTED, "S", 1) != 1)
-        return A3S_EXIT_SETUP;
-
     /* In a session's command this launcher is pid 1 of the command's pid namespace (no
      * bwrap there): orphans are its children, and it reaps them as an init must (each
      * zombie would count against the process quota until the end). SIGCHLD is taken by
      * a signalfd; the command gets an unblocked mask. */
     bool init = getpid() == 1;
+    if (say_started(init) < 0)
+        return A3S_EXIT_SETUP;
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);

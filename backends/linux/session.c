@@ -329,8 +329,10 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     const char *launcher = launcher_of(be, &img, err);
     if (!launcher)
         goto out;
-    if (pipe2(started, O_CLOEXEC) < 0) {
-        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: pipe2");
+    /* A socket: the launcher, pid 1 of the command's pid namespace, sends a pidfd of
+     * itself with its "S" (nspid.h). */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, started) < 0) {
+        a3s_fail_errno(err, A3S_ERR_SETUP, errno, "session: socketpair");
         goto out;
     }
     /* What a warm launcher holds already (its image, the session's namespaces) is

@@ -159,6 +159,38 @@ run_cli -w "$ws" -t 0.2 -c "$marker & wait"
 check "timed-out marker: exit 124" eq "$RC" 124
 check "timed-out marker: no process left on the host" eq "$(host_procs "$marker")" ""
 
+# A tree that takes long to die (21 processes sharing 1 GiB of written memory, each with
+# its own page tables to tear down): when the run ends at its deadline, nothing of it is
+# left, not even dying. Right after the CLI returns, no host process but a zombie may
+# still be in the command's pid namespace (it printed its name first). The tree is
+# complete before the deadline, or the check is void.
+rm -f "$ws/forked"
+run_cli -w "$ws" --json -t 5 -c 'readlink /proc/self/ns/pid; exec python3 -c "
+import os, time
+x = b\"x\" * (1 << 30)
+for _ in range(20):
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+open(\"forked\", \"w\").close()
+time.sleep(60)"'
+# Taken at once, in one process (pid 1 itself may stay a zombie until the host's init
+# reaps it: that holds nothing).
+in_ns=$(python3 -c '
+import os
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+            print(os.readlink(f"/proc/{p}/ns/pid"))
+    except OSError:
+        pass')
+pidns=$(jv '(d["stdout"].splitlines() or [""])[0]')
+check "slow-dying tree: exit 124" eq "$RC" 124
+check "slow-dying tree: it was complete before the deadline" test -e "$ws/forked"
+check "slow-dying tree: the command named its pid namespace ($pidns)" contains "$pidns" "pid:["
+check "slow-dying tree: nothing is left in its pid namespace when the CLI returns" \
+  eq "$(grep -cxF -- "$pidns" <<<"$in_ns")" 0
+
 # A command that makes its parent, the launcher (pid 1), its tracer and stops: the run
 # happened (what it wrote stays), so its end is never "the sandbox could not be set up"
 # (125, nothing ran): the stopped command waits for the deadline, as any stopped one.
