@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "policy_runtime.h"
+#include "selfpath.h"
 #include "util.h"
 
 /* The path of the image that holds this code, and which kind of image it is. */
@@ -100,38 +101,6 @@ char *a3s_instdir_image(void)
     return image_path(&rel);
 }
 
-/* The main program as its caller named it: argv[0] from /proc/self/cmdline; when it has
- * no '/', every PATH candidate execvp would try up to the one found (an earlier one a
- * command creates would be what runs next). */
-static int invoked_paths(a3s_strv *out)
-{
-    char buf[PATH_MAX];
-    FILE *f = fopen("/proc/self/cmdline", "rbe");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    (void)fclose(f);
-    buf[n] = '\0';
-    if (!buf[0])
-        return 0;
-    if (strchr(buf, '/'))
-        return a3s_strv_push(out, buf);
-    const char *path = getenv("PATH");
-    for (const char *p = path ? path : ""; *p;) {
-        size_t len = strcspn(p, ":");
-        if (a3s_strv_pushf(out, "%.*s/%s", (int)(len ? len : 1), len ? p : ".", buf) < 0)
-            return -1;
-        struct stat st;
-        const char *cand = out->v[out->n - 1];
-        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
-            break;
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return 0;
-}
-
 int a3s_instdir_guard_paths(char **image, a3s_strv *files, a3s_strv *dirs)
 {
     const char *rel = NULL;
@@ -141,7 +110,7 @@ int a3s_instdir_guard_paths(char **image, a3s_strv *files, a3s_strv *dirs)
     struct link_map *lm = NULL;
     if (dladdr1((void *)a3s_instdir_policies, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm) {
         if (lm->l_name && lm->l_name[0] ? a3s_strv_push(files, lm->l_name) < 0
-                                         : invoked_paths(files) < 0)
+                                         : a3s_selfpath_invoked(files) < 0)
             return -1;
     }
     if (!*image)

@@ -17,10 +17,7 @@
 #include <stddef.h>
 
 #include "a3s_sandbox.h"
-
-/* true when s[0..n) is valid UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
- * above U+10FFFF; NUL bytes are valid). */
-bool a3s_json_is_utf8(const char *s, size_t n);
+#include "json_text.h"
 
 /* s[0..n) as a JSON string, or {"base64": ...} when it is not valid UTF-8. NULL s gives
  * json null. Returns NULL only on ENOMEM. */
@@ -32,12 +29,6 @@ json_t *a3s_json_cstr(const char *s);
  * allocation failed) or jansson fails. */
 int a3s_json_set(json_t *o, const char *key, json_t *v);
 int a3s_json_push(json_t *a, json_t *v);
-
-/* Standard padded base64 of p[0..n), NUL-terminated (malloc'd; NULL on ENOMEM). */
-char *a3s_json_base64_encode(const void *p, size_t n);
-/* Decode standard padded base64 (no whitespace) into a malloc'd buffer, NUL-terminated
- * for convenience, length in *n. NULL with errno EINVAL on malformed input, ENOMEM. */
-char *a3s_json_base64_decode(const char *s, size_t len, size_t *n);
 
 /* The bytes a3s_json_str encoded: a string's own, or the decoded base64 object's
  * (malloc'd, NUL-terminated, length in *n). NULL when v is neither (errno EINVAL) or

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A CycloneDX 1.5 JSON SBOM of a build:
 #   scripts/generate-sbom.sh [BUILD_DIR] [OUT]     (default build/; OUT default stdout)
-# Components: the project's own built files (the CLI, the shared and static libraries,
-# the Lua module, the three helper programs that the CLI and the libraries embed), each
+# Components: the project's own built files (the CLI and its session client, the shared
+# and static libraries, the Lua module, the three helper programs that the CLI and the
+# libraries embed), each
 # with its SHA-256, and the Debian packages that provided what they link, read from the
 # actual link: `ldd` of every dynamic file, `dpkg-query -S` for the owning package and
 # `dpkg-query -W` for its version. Every file is also linked again from the build's own
@@ -75,6 +76,8 @@ helpers = ["a3s-sandbox-launch", "a3s-sandbox-relay", "a3s-sandbox-mediator"]
 shared = f"liba3s_sandbox.so.{version}"
 own = [  # file, type, what it is, installed
     ("a3s-sandbox", "application", "the command-line program", True),
+    ("a3s-sandbox-exec", "application", "the session client (`a3s-sandbox session exec` as a "
+     "static program of its own)", True),
     (shared, "library", "the C library (public API: a3s_sandbox.h)", True),
     ("a3s_sandbox.so", "library", "the Lua module (require \"a3s_sandbox\")", True),
     ("liba3s_core.a", "library", "static library of the layers, linked into the CLI and the Lua module", False),

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "a3s_sandbox.h"
+#include "util.h"
 
 #define EXIT_TIMEOUT 124
 #define EXIT_REFUSED 125
@@ -47,8 +48,13 @@ bool truthy(const char *v);
  * (returns the refusal's exit code). */
 int cli_session_main(int argc, char **argv);
 int cli_session_usage(const char *what, const char *arg);
-/* session_client.c: `session exec`, `stop` and `list` (argv from the subcommand on). */
-int cli_session_exec(int argc, char **argv);
+/* session_client.c: `session exec` and `stop` (argv from the subcommand on; for exec,
+ * argv[1] is the session id, as a3s-sandbox-exec's own argv has it). guard_paths: the
+ * paths this program is reached by, which the worker protects in the workspace (the
+ * CLI's a3s_instdir_guard_paths; a3s-sandbox-exec has no policy directories).
+ * session_list.c: `session list`. */
+typedef int (*cli_guard_paths_fn)(char **image, a3s_strv *files, a3s_strv *dirs);
+int cli_session_exec(int argc, char **argv, cli_guard_paths_fn guard_paths);
 int cli_session_stop(int argc, char **argv);
 int cli_session_list(void);
 

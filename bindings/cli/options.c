@@ -12,7 +12,6 @@
 #include "a3s_sandbox.h"
 #include "cli.h"
 #include "instdir.h"
-#include "json.h"
 
 static const char usage_text[] =
     "usage: a3s-sandbox [run] [OPTIONS] -- PROGRAM [ARG...]\n"
@@ -112,8 +111,6 @@ static void print_search_path(void)
         d += n + (d[n] == ':');
     }
 }
-
-bool json_errors;
 
 /* Every option of every subcommand, read with getopt_long; which of them a subcommand
  * accepts is decided after reading one (accepts()), so an option's value is consumed the
@@ -308,40 +305,6 @@ bool cli_argv_wants_json(int argc, char **argv)
     }
 }
 
-void json_error(const char *code, const char *fmt, ...)
-{
-    if (!json_errors)
-        return;
-    char *msg = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
-    va_end(ap);
-    char *s = msg ? a3s_json_error(code, msg) : NULL;
-    free(msg);
-    /* Out of memory still yields one object, never none. */
-    fputs(s ? s : "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", stdout);
-    fputc('\n', stdout);
-    free(s);
-    fflush(stdout);
-    json_errors = false; /* exactly one object */
-}
-
-void die_usage(const char *fmt, ...)
-{
-    char *msg = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
-    va_end(ap);
-    fprintf(stderr, "a3s-sandbox: %s\n(run 'a3s-sandbox --help' for usage)\n",
-            msg ? msg : "invalid command line (out of memory)");
-    json_error("usage", "%s", msg ? msg : "invalid command line (out of memory)");
-    free(msg);
-    exit(EXIT_REFUSED);
-}
 
 void cli_parse(cli *c, int argc, char **argv)
 {

@@ -35,26 +35,13 @@
 
 #include "a3s_sandbox.h"
 #include "cli.h"
+#include "instdir.h"
 #include "json.h"
 #include "prefault.h"
 #include "sandbox.h"
 #include "session_io.h"
 
 #define MAX_WORKERS 256
-
-int cli_session_usage(const char *what, const char *arg)
-{
-    fprintf(stderr, "a3s-sandbox: session: %s%s%s%s\n", what, arg ? " '" : "", arg ? arg : "",
-            arg ? "'" : "");
-    fputs("usage: a3s-sandbox session start [--policy P] [-w DIR] [--audit FILE] "
-          "[--owner PID] [--allow-host-root]\n"
-          "       a3s-sandbox session exec ID [-t S] [-e N=V]... [--json] "
-          "(-- PROGRAM [ARG...] | -c COMMAND)\n"
-          "       a3s-sandbox session stop ID\n"
-          "       a3s-sandbox session list\n",
-          stderr);
-    return EXIT_REFUSED;
-}
 
 /* ------------------------------------------------------------------ supervisor */
 
@@ -639,7 +626,7 @@ int cli_session_main(int argc, char **argv)
     if (!strcmp(sub, "start"))
         return start(argc - 1, argv + 1);
     if (!strcmp(sub, "exec"))
-        return cli_session_exec(argc - 1, argv + 1);
+        return cli_session_exec(argc - 1, argv + 1, a3s_instdir_guard_paths);
     if (!strcmp(sub, "stop"))
         return cli_session_stop(argc - 1, argv + 1);
     if (!strcmp(sub, "list") && argc == 2)

@@ -1,4 +1,5 @@
-/* a3s-sandbox session exec|stop|list: the client side (session.c has the supervisor).
+/* a3s-sandbox session exec|stop, and a3s-sandbox-exec: the client side (session.c has
+ * the supervisor; session_list.c the list).
  *
  * `exec` sends one request (argv or -c, environment entries, timeout, the paths by which
  * this program was reached, which the worker protects as a fresh run protects its own)
@@ -16,11 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "a3s_sandbox.h"
 #include "cli.h"
-#include "instdir.h"
+#include "jsonw.h"
 #include "session_io.h"
 
 static int connect_to(const char *id, int *pidfd)
@@ -54,27 +53,37 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-/* A string of the request: never one left out (json_string refuses text that is not
+/* A string of the request: never one left out (the worker refuses text that is not
  * UTF-8, and a missing argument or guard path would change what runs). */
-static json_t *req_str(const char *v)
+static void req_str(cli_jw *w, const char *v)
 {
-    json_t *j = json_string(v);
-    if (!j)
+    if (!cli_jw_str(w, v))
         die_usage("a session takes arguments, environment entries and paths in UTF-8 only "
                   "('%s' is not): run this command on its own", v);
-    return j;
 }
 
-int cli_session_exec(int argc, char **argv)
+/* ,"key":[...] of the strings v[0..n) */
+static void req_strs(cli_jw *w, const char *key, char *const *v, size_t n)
+{
+    cli_jw_raw(w, ",\"");
+    cli_jw_raw(w, key);
+    cli_jw_raw(w, "\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            cli_jw_raw(w, ",");
+        req_str(w, v[i]);
+    }
+    cli_jw_raw(w, "]");
+}
+
+int cli_session_exec(int argc, char **argv, cli_guard_paths_fn guard_paths)
 {
     if (argc < 2)
         return cli_session_usage("exec needs a session id", NULL);
     const char *id = argv[1];
-    json_t *req = json_object();
-    json_t *env = json_array();
-    bool json_out = false;
-    if (!req || !env)
-        return EXIT_REFUSED;
+    bool json_out = false, verbose_req = false, has_timeout = false;
+    double timeout = 0;
+    a3s_strv env = {0};
     static const struct option lo[] = {
         {"timeout", required_argument, NULL, 't'}, {"env", required_argument, NULL, 'e'},
         {"json", no_argument, NULL, 'J'}, {"verbose", no_argument, NULL, 'v'},
@@ -95,17 +104,19 @@ int cli_session_exec(int argc, char **argv)
             if (*end || !(s > 0) || s > 86400 || !isfinite(s))
                 die_usage("invalid timeout '%s' (seconds, greater than zero, at most 86400)",
                           optarg);
-            json_object_set_new(req, "timeout", json_real(s));
+            timeout = s;
+            has_timeout = true;
             break;
         }
         case 'e':
             if (!strchr(optarg, '='))
                 die_usage("%s", "-e needs NAME=VALUE");
-            json_array_append_new(env, req_str(optarg));
+            if (a3s_strv_push(&env, optarg) < 0)
+                die_usage("%s", "out of memory");
             break;
         case 'c': command = optarg; break;
         case 'J': json_out = true; break;
-        case 'v': json_object_set_new(req, "verbose", json_true()); break;
+        case 'v': verbose_req = true; break;
         case 'T': die_usage("%s", "--tty is not available in a session (run the command on its own)");
         default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
         }
@@ -113,59 +124,71 @@ int cli_session_exec(int argc, char **argv)
     bool has_argv = optind < argc;
     if (has_argv == !!command)
         die_usage("%s", "give either -c COMMAND or -- PROGRAM [ARG...]");
+    cli_jw w = {0};
+    cli_jw_raw(&w, "{\"op\":\"exec\"");
     if (command) {
-        json_object_set_new(req, "command", req_str(command));
+        cli_jw_raw(&w, ",\"command\":");
+        req_str(&w, command);
     } else {
-        json_t *a = json_array();
-        for (int i = optind; i < argc; i++)
-            json_array_append_new(a, req_str(argv[i]));
-        json_object_set_new(req, "argv", a);
+        req_strs(&w, "argv", argv + optind, (size_t)(argc - optind));
     }
-    json_object_set_new(req, "op", json_string("exec"));
+    req_strs(&w, "env", env.v, env.n);
+    a3s_strv_free(&env);
+    if (has_timeout) {
+        char t[64];
+        snprintf(t, sizeof t, ",\"timeout\":%.17g", timeout);
+        cli_jw_raw(&w, t);
+    }
+    if (verbose_req)
+        cli_jw_raw(&w, ",\"verbose\":true");
     /* Where this program lies and the names it was run by: the worker protects them in
      * the workspace, as a fresh run protects its own (bindings/instdir.h). */
     char *img = NULL;
     a3s_strv gfiles = {0}, gdirs = {0};
-    if (a3s_instdir_guard_paths(&img, &gfiles, &gdirs) < 0)
+    if (guard_paths(&img, &gfiles, &gdirs) < 0)
         die_usage("%s", "out of memory");
     /* Relative names are the kernel's from this process's directory, not the worker's:
      * sent absolute. */
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd))
         die_usage("session exec: the current directory: %s", strerror(errno));
-    json_t *gf = json_array(), *gd = json_array();
     for (int pass = 0; pass < 2; pass++) {
-        const a3s_strv *l = pass ? &gdirs : &gfiles;
+        a3s_strv *l = pass ? &gdirs : &gfiles;
         for (size_t i = 0; i < l->n; i++) {
             char *abs = NULL;
             if (l->v[i][0] != '/' && asprintf(&abs, "%s/%s", cwd, l->v[i]) < 0)
                 die_usage("%s", "out of memory");
-            json_array_append_new(pass ? gd : gf, req_str(abs ? abs : l->v[i]));
-            free(abs);
+            if (abs) {
+                free(l->v[i]);
+                l->v[i] = abs;
+            }
         }
     }
-    json_object_set_new(req, "guard_files", gf);
-    json_object_set_new(req, "guard_dirs", gd);
-    json_object_set_new(req, "guard_image", img ? req_str(img) : json_null());
+    req_strs(&w, "guard_files", gfiles.v, gfiles.n);
+    req_strs(&w, "guard_dirs", gdirs.v, gdirs.n);
+    cli_jw_raw(&w, ",\"guard_image\":");
+    if (img)
+        req_str(&w, img);
+    else
+        cli_jw_raw(&w, "null");
     free(img);
     a3s_strv_free(&gfiles);
     a3s_strv_free(&gdirs);
-    json_object_set_new(req, "env", env);
-    json_object_set_new(req, "json", json_boolean(json_out));
+    cli_jw_raw(&w, json_out ? ",\"json\":true" : ",\"json\":false");
     /* A closed 0, 1 or 2 goes as /dev/null, said so (a closed output is not mirrored). */
-    json_t *closed = json_array();
+    cli_jw_raw(&w, ",\"closed\":[");
     for (int fd = 0; fd < 3; fd++) {
         bool c = fcntl(fd, F_GETFD) < 0;
         if (c && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
             return EXIT_REFUSED;
-        json_array_append_new(closed, json_boolean(c));
+        cli_jw_raw(&w, c ? (fd ? ",true" : "true") : (fd ? ",false" : "false"));
     }
-    json_object_set_new(req, "closed", closed);
-    char *text = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
+    cli_jw_raw(&w, "]}");
+    char *text = cli_jw_take(&w);
     int conn = connect_to(id, NULL);
     if (!text || conn < 0) {
         json_error("setup", "session %s: no such session", id);
+        free(text);
         return EXIT_REFUSED;
     }
     if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -216,15 +239,4 @@ int cli_session_stop(int argc, char **argv)
         return EXIT_REFUSED;
     }
     return 0;
-}
-
-int cli_session_list(void)
-{
-    char dir[256];
-    if (a3s_sio_dir(dir, sizeof dir) < 0) {
-        fprintf(stderr, "a3s-sandbox: session: the state directory %s: %s\n", dir,
-                strerror(errno));
-        return EXIT_REFUSED;
-    }
-    return a3s_sio_list(dir, stdout) < 0 ? EXIT_REFUSED : 0;
 }

@@ -1,11 +1,11 @@
 /* The CLI's session sockets and their frames (session_io.h). */
 #include "session_io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -15,7 +15,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <jansson.h>
 
 /* A directory of the caller's that nobody else can enter (lstat: never a link). */
 static bool private_dir(const char *path)
@@ -296,49 +295,11 @@ int a3s_sio_wait_rc(int fd, int sig_fd)
         int none[1];
         if (a3s_sio_recv(fd, &buf, &len, none, 0) < 0)
             return -1;
-        json_t *j = json_loadb(buf, len, 0, NULL);
+        /* Exactly what a3s_sio_send_rc writes: {"rc":N}. */
+        int v = -1, end = 0;
+        if (sscanf(buf, "{\"rc\":%d}%n", &v, &end) != 1 || end <= 0 || (size_t)end != len)
+            v = -1;
         free(buf);
-        json_t *rc = json_object_get(j, "rc");
-        int v = json_is_integer(rc) ? (int)json_integer_value(rc) : -1;
-        json_decref(j);
         return v;
     }
-}
-
-int a3s_sio_list(const char *dir, FILE *out)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n != A3S_SIO_ID_LEN + 5 || strcmp(e->d_name + A3S_SIO_ID_LEN, ".json"))
-            continue;
-        char id[A3S_SIO_ID_LEN + 1], path[512], sock[512];
-        memcpy(id, e->d_name, A3S_SIO_ID_LEN);
-        id[A3S_SIO_ID_LEN] = '\0';
-        if (!a3s_sio_valid_id(id))
-            continue;
-        snprintf(path, sizeof path, "%s/%s.json", dir, id);
-        snprintf(sock, sizeof sock, "%s/%s.sock", dir, id);
-        int c = a3s_sio_connect(sock, NULL);
-        if (c < 0) {
-            /* Its supervisor was killed: nothing serves there any more. */
-            if (errno == ECONNREFUSED || errno == ENOENT) {
-                (void)unlink(sock);
-                (void)unlink(path);
-            }
-            continue;
-        }
-        close(c); /* the supervisor's worker sees an empty request and goes */
-        json_t *j = json_load_file(path, 0, NULL);
-        fprintf(out, "%s pid=%lld policy=%s workspace=%s\n", id,
-                (long long)json_integer_value(json_object_get(j, "pid")),
-                json_string_value(json_object_get(j, "policy")) ?: "?",
-                json_string_value(json_object_get(j, "workspace")) ?: "?");
-        json_decref(j);
-    }
-    closedir(d);
-    return 0;
 }

@@ -6,7 +6,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
 
 #define A3S_SIO_ID_LEN 16
 #define A3S_SIO_MAX_FRAME (8u << 20)
@@ -45,9 +44,5 @@ int a3s_sio_wait_rc(int fd, int sig_fd);
  * worker's answer: the exit status, or -1 when the connection ended without one. A
  * readable sig_fd cancels as in a3s_sio_wait_rc. */
 int a3s_sio_exec(int conn, const char *req, size_t len, int sig_fd);
-
-/* One line per live session in dir ("ID pid=N policy=P workspace=W"); records of
- * sessions that are gone are removed. */
-int a3s_sio_list(const char *dir, FILE *out);
 
 #endif

@@ -83,7 +83,8 @@ for entry in "${docs[@]}"; do
     fi
     if [ "$kind" = file ]; then files+=("$n:$arg"); continue; fi
     # README's blocks run two ways, as a newcomer would: from a fresh directory, and from
-    # a source tree that holds the program (tree/build/a3s-sandbox, as after building).
+    # a source tree that holds the programs (tree/build/a3s-sandbox and a3s-sandbox-exec, as
+    # after building).
     places=(fresh)
     [ "$doc" = README.md ] && places+=(tree)
     for place in "${places[@]}"; do
@@ -92,6 +93,7 @@ for entry in "${docs[@]}"; do
       pathdir=$bindir
       if [ "$place" != fresh ]; then
         mkdir -p "$d/tree/build" && cp "$A3S" "$d/tree/build/a3s-sandbox"
+        cp "$bindir/a3s-sandbox-exec" "$d/tree/build/a3s-sandbox-exec"
         chmod -R a+rX "$d"
         pathdir=$d/tree/build d=$d/$place
       fi

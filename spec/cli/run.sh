@@ -43,9 +43,10 @@ id a3s-test >/dev/null 2>&1 || skip "user a3s-test is missing (scripts/test.sh c
 stage=$(mktemp -d /tmp/a3s-unpriv-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 # The CLI carries its helper programs embedded; their files are copied only for the
-# specs about programs given by path (A3S_SANDBOX_MEDIATOR, ...), which name them.
+# specs about programs given by path (A3S_SANDBOX_MEDIATOR, ...), which name them; and
+# the session client a3s-sandbox-exec, which the session modes run.
 cp "$A3S_CLI" "$stage/a3s-sandbox"
-for h in launch relay mediator; do
+for h in launch relay mediator exec; do
   f="$(dirname "$A3S_CLI")/a3s-sandbox-$h"
   [ -f "$f" ] && cp "$f" "$stage/a3s-sandbox-$h"
 done

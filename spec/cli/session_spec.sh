@@ -283,6 +283,37 @@ check "a client run as ./a3s from a subdirectory: its link cannot be replaced" e
 check "... it is still the link to the program" eq "$(readlink "$cws/sub/a3s")" "$A3S"
 "$A3S" session stop "$cid"
 
+# a3s-sandbox-exec: `session exec` as a program of its own, the same in every way.
+EXEC=$(dirname "$A3S")/a3s-sandbox-exec
+xid=$("$A3S" session start -w "$ws")
+run_cli session exec "$xid" --json -e A=1 -- sh -c 'echo "j$A"; echo k >&2; exit 3'
+c_json=$OUT c_rc=$RC
+A3S=$EXEC run_cli "$xid" --json -e A=1 -- sh -c 'echo "j$A"; echo k >&2; exit 3'
+check "a3s-sandbox-exec: the exit status of session exec ($c_rc)" eq "$RC" "$c_rc"
+check "a3s-sandbox-exec: the same --json result" same_json "$OUT" "$c_json"
+A3S=$EXEC run_cli "$xid" -t 0.2 -c 'sleep 5; echo late'
+check "a3s-sandbox-exec: the deadline (124)" eq "$RC" 124
+check "a3s-sandbox-exec: ... said so" contains "$ERR" "timed out"
+A3S=$EXEC run_cli "$xid" -- printf '%s' $'\xff'
+check "a3s-sandbox-exec: an argument that is not UTF-8 is refused (125)" eq "$RC" 125
+check "a3s-sandbox-exec: ... said so" contains "$ERR" "UTF-8 only"
+A3S=$EXEC run_cli 0000000000000000 --json -- true
+check "a3s-sandbox-exec: no such session (125)" eq "$RC" 125
+check "a3s-sandbox-exec: ... one JSON refusal on stdout" eq \
+  "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["error"]["code"])' "$OUT")" setup
+"$A3S" session stop "$xid"
+# ... and inside the workspace, protected as the CLI is.
+mkdir "$cws/bin"
+cp "$EXEC" "$cws/bin/a3s-sandbox-exec"
+chmod -R a+rX "$cws"
+sum=$(sha256sum <"$cws/bin/a3s-sandbox-exec")
+cid=$("$A3S" session start -w "$cws")
+out=$("$cws/bin/a3s-sandbox-exec" "$cid" -c \
+  '{ echo evil > bin/a3s-sandbox-exec; } 2>/dev/null && echo wrote; rm -f bin/a3s-sandbox-exec 2>/dev/null && echo removed; mv bin b2 2>/dev/null && echo moved; true' 2>&1 </dev/null)
+check "a3s-sandbox-exec in the workspace: the command can neither write, remove nor move it" eq "$out" ""
+check "... it is unchanged" eq "$(sha256sum <"$cws/bin/a3s-sandbox-exec")" "$sum"
+"$A3S" session stop "$cid"
+
 # The workspace path re-pointed between commands, or turned into HOME: refused.
 rp=$(tmpdir)
 mkdir "$rp/ws" "$rp/home"

@@ -3,7 +3,8 @@
 # own: no installed file names the build tree or the source checkout, and a copy of the
 # prefix moved elsewhere (the first one removed, the build and source trees out of sight
 # where the host allows it) runs from $HOME and from the source checkout: the CLI with its
-# own policies and the helper programs embedded in it (a mediated run too), a C program
+# own policies and the helper programs embedded in it (a mediated run too, and a session
+# command through the session client a3s-sandbox-exec), a C program
 # built with pkg-config against the moved prefix, and the Lua module from its lua/5.4 dir.
 set -uo pipefail
 source "$A3S_SOURCE_DIR/spec/cli/lib.sh"
@@ -15,7 +16,7 @@ cmake --install "$A3S_BUILD_DIR" --prefix "$first" >/dev/null
 check "install exits 0" eq "$?" 0
 
 libdir=$(cd "$first" && ls -d lib* | head -1)
-for f in bin/a3s-sandbox include/a3s_sandbox.h "$libdir"/liba3s_sandbox.so \
+for f in bin/a3s-sandbox bin/a3s-sandbox-exec include/a3s_sandbox.h "$libdir"/liba3s_sandbox.so \
          share/a3s-sandbox/policies/baseline.lua share/a3s-sandbox/policies/lib/env.lua \
          share/man/man1/a3s-sandbox.1 share/man/man5/a3s-sandbox-policy.5 \
          share/bash-completion/completions/a3s-sandbox; do
@@ -77,6 +78,11 @@ out=$(in_home "$cli" -w "$ws" --json --grant a3s-probe.invalid:1 -c \
   'exec 3<>/dev/tcp/127.0.0.1/24731 && printf "CONNECT other.invalid:1 HTTP/1.1\r\n\r\n" >&3 && head -c 12 <&3')
 check "installed mediator answers a mediated run" contains "$out" '"stdout":"HTTP/1.1 403"'
 check "installed mediator records the refusal" contains "$out" '"target":"other.invalid:1"'
+
+# A session, its command through the installed session client (one mount namespace for
+# both: a session takes commands from its caller's own namespaces only).
+out=$(in_home bash -c 'id=$("$1" session start -w "$2") || exit; "$(dirname "$1")/a3s-sandbox-exec" "$id" -- printf session-client-ok; rc=$?; "$1" session stop "$id"; exit $rc' sess "$cli" "$ws" 2>&1)
+check "from \$HOME: the installed a3s-sandbox-exec runs a session's command" eq "$out" "session-client-ok"
 
 # From the source checkout (the default workspace then holds the build tree): the moved
 # install uses its own policies and embedded helpers, none of the checkout's files.
