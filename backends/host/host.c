@@ -1,6 +1,8 @@
 /* The process-host backend (README "Fail closed"): no local boundary at all. The command runs as the
- * caller, on the host's filesystem and network, with the same deadline, kill of the whole
- * tree, bounded output, sanitized environment and quotas as a sandboxed one. Only an
+ * caller, on the host's filesystem and network, with the same deadline, bounded output,
+ * sanitized environment and quotas as a sandboxed one; its kill reaches the command's
+ * process group only (no pid namespace: a descendant that left the group with setsid
+ * is not reached). Only an
  * explicit opt-in (allow_process_host) selects it, and every report names it. On Linux it
  * reuses the Linux run resources and supervisor (backends/linux). */
 #include "host_backend.h"

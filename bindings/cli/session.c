@@ -39,6 +39,7 @@
 #include "json.h"
 #include "prefault.h"
 #include "sandbox.h"
+#include "session_gate.h"
 #include "session_io.h"
 
 #define MAX_WORKERS 256
@@ -65,6 +66,9 @@ static void spare_on_term(int sig)
     (void)sig;
     spare_term = 1;
 }
+
+/* The table of running commands that every worker shares (session_gate.h). */
+static cli_gate *gate;
 
 /* A worker: one command on one connection. */
 static volatile sig_atomic_t wk_conn = -1;
@@ -237,6 +241,15 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
         (void)a3s_sio_send_rc(conn, EXIT_REFUSED);
         worker_exit(sess, EXIT_REFUSED);
     }
+    /* Not while the tree of a command whose client was killed is still there (the
+     * caller may have sent this one as soon as it saw that client die). */
+    if (cli_gate_enter(gate, conn) < 0) {
+        if (errno == EAGAIN) {
+            dprintf(fds[2], "a3s-sandbox: session: too many commands at once\n");
+            (void)a3s_sio_send_rc(conn, EXIT_REFUSED);
+        }
+        worker_exit(sess, EXIT_REFUSED); /* else its client is gone: nothing to run */
+    }
     /* The client's descriptors are this command's 0, 1 and 2. */
     for (int k = 0; k < 3; k++)
         if (dup2(fds[k], k) < 0)
@@ -246,6 +259,7 @@ static __attribute__((noreturn)) void worker(int conn, a3s_sandbox *sb, a3s_sess
      * of the command's mounts are no longer the client's to wait for. */
     a3s_session_linger(sess, true);
     rc = cli_run(sb, sess, &c, closed, conn);
+    cli_gate_leave(gate); /* the tree is gone (cli_run returns after it) */
     fflush(stdout);
     fflush(stderr);
     (void)a3s_sio_send_rc(conn, rc);
@@ -412,6 +426,10 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
         report(ready, "ERR", "pipe2: ", strerror(errno));
         goto stop;
     }
+    if (!(gate = cli_gate_new(MAX_WORKERS + 1))) { /* the workers and the spare */
+        report(ready, "ERR", "the table of commands: ", strerror(errno));
+        goto stop;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = sv_on_signal;
@@ -451,12 +469,15 @@ static __attribute__((noreturn)) void supervisor(const sv_opts *so, const char *
             spare = spare_ctl = -1;
         }
         for (size_t i = 0; i < nworkers;) {
-            if (waitpid(workers[i], NULL, WNOHANG) == workers[i])
+            if (waitpid(workers[i], NULL, WNOHANG) == workers[i]) {
+                cli_gate_forget(gate, workers[i]);
                 workers[i] = workers[--nworkers];
-            else
+            } else {
                 i++;
+            }
         }
         if (spare > 0 && waitpid(spare, NULL, WNOHANG) == spare) {
+            cli_gate_forget(gate, spare);
             close(spare_ctl); /* it died idle: another one is forked next round */
             spare = spare_ctl = -1;
         }

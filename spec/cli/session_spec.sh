@@ -77,6 +77,41 @@ check "every /proc mount a command has, also the session's below its own, is rea
   eq "$(sed -n 2p <<<"$OUT")" 0
 check "... and there are such mounts to look at" test "$(sed -n 1p <<<"$OUT")" -ge 2
 
+# A client killed (SIGKILL) while its command runs: the worker kills the tree, and the
+# next command starts only once that tree is gone, even one that takes long to die (50
+# processes, each with 256 MiB of shared memory in its page tables) and holds a lock on
+# a workspace file until its very end. The command after it finds the lock free.
+rm -f "$ws/lockfile" "$ws/slow-out" "$ws/slow-pid"
+# (In a subshell of its own, so the kill is not reported as a job's death.)
+( "$A3S" session exec "$id" -c 'exec python3 -c "
+import fcntl, mmap, os, time
+lk = open(\"lockfile\", \"w\")
+fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+fd = os.memfd_create(\"slow\")
+size = 256 << 20
+os.ftruncate(fd, size)
+r, w = os.pipe()
+for _ in range(50):
+    if os.fork() == 0:
+        m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        os.write(w, b\"m\")
+        time.sleep(600)
+for _ in range(50):
+    os.read(r, 1)
+print(\"ready\", flush=True)
+time.sleep(600)"' >"$ws/slow-out" 2>&1 </dev/null &
+  echo $! >"$ws/slow-pid"
+  wait ) 2>/dev/null &
+slow_sub=$!
+for _ in $(seq 600); do grep -q ready "$ws/slow-out" 2>/dev/null && break; sleep 0.05; done
+check "killed client: its command's tree was up" contains "$(cat "$ws/slow-out")" ready
+kill -9 "$(cat "$ws/slow-pid")"
+wait "$slow_sub"
+ex -c 'flock -n lockfile true && echo free || echo held'
+check "killed client: the next command starts once that tree is gone (its lock is free)" \
+  eq "$OUT" free
+rm -f "$ws/lockfile" "$ws/slow-out" "$ws/slow-pid"
+
 # --- a fresh /tmp, /dev/shm, scratch dir and IPC namespace per command -----------------
 # /dev/shm is writable where a fresh run's is (bwrap's --dev: not for a root caller's
 # mapped id); wherever it is, the next command must not see what was left there.
