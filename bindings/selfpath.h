@@ -7,9 +7,10 @@
 #include "util.h"
 
 /* Append to out the main program as its caller named it: argv[0] from
- * /proc/self/cmdline; when it has no '/', every PATH candidate execvp would try up to
- * the one found (an earlier one a command creates would be what runs next). 0, or -1 on
- * ENOMEM. */
+ * /proc/self/cmdline; when it has no '/', every PATH candidate a shell or execvp would
+ * try up to the one found (an earlier one a command creates would be what runs next):
+ * an empty entry (also a trailing ':') is the current directory, a leading "~" or
+ * "~user" is expanded as bash does (and kept literally too). 0, or -1 on ENOMEM. */
 int a3s_selfpath_invoked(a3s_strv *out);
 
 #endif

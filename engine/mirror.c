@@ -134,7 +134,32 @@ int a3s_mirror_drain(int fd, const char *p, size_t n, int cancel_fd)
         a3s_mirror_close(&m);
         if (!deferred)
             return 0;
-        return a3s_write_all_nosigpipe(fd, p, n) < 0 && reader_gone(errno) ? -1 : 0;
+        /* Blocking writes of at most PIPE_BUF bytes once there is room (never more than
+         * that waits for a reader that left with the caller): a cancel (a session's
+         * client gone, its session stopping) still ends the wait. */
+        while (n > 0) {
+            struct pollfd pf[2] = {{fd, POLLOUT, 0}, {cancel_fd, POLLIN, 0}};
+            int r = poll(pf, cancel_fd >= 0 ? 2 : 1, -1);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return 0;
+            if (cancel_fd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+                return -2;
+            if (pf[0].revents & (POLLERR | POLLNVAL))
+                return pf[0].revents & POLLERR ? -1 : 0;
+            if (!(pf[0].revents & (POLLOUT | POLLHUP)))
+                continue;
+            size_t chunk = n < PIPE_BUF ? n : PIPE_BUF;
+            ssize_t w = a3s_write_nosigpipe(fd, p, chunk);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return reader_gone(errno) ? -1 : 0;
+            p += w;
+            n -= (size_t)w;
+        }
+        return 0;
     }
     int rc = 0;
     while (n > 0) {

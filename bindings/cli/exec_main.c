@@ -5,6 +5,7 @@
  * statically (against musl where it is installed), which starts several times faster.
  * The same client code (session_client.c), the same request, output and exit status. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,8 +26,9 @@ static int guard_paths(char **image, a3s_strv *files, a3s_strv *dirs)
 
 int main(int argc, char **argv)
 {
-    /* A closed 0, 1 or 2 would be taken by the next fd opened (the connection) and then
-     * passed as the command's stdio: the client sends it as /dev/null, said so. */
+    /* A reader of a refusal that went away is an error (125), not a death by SIGPIPE,
+     * as for the a3s-sandbox program. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         static const char usage[] =
             "usage: a3s-sandbox-exec ID [-t S] [-e N=V]... [--json] [-v] "

@@ -91,11 +91,14 @@ int cli_session_exec(int argc, char **argv, cli_guard_paths_fn guard_paths)
     const char *command = NULL;
     int ch;
     opterr = 0;
-    optind = 2;
+    /* --json as getopt reads it (abbreviated too; never the value of -c or a word of
+     * the program): a refusal of the command line itself is then JSON as well. */
     json_errors = false;
-    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
-        if (!strcmp(argv[i], "--json"))
+    optind = 2;
+    while ((ch = getopt_long(argc, argv, "+t:e:c:v", lo, NULL)) != -1)
+        if (ch == 'J')
             json_errors = true;
+    optind = 2;
     while ((ch = getopt_long(argc, argv, "+t:e:c:v", lo, NULL)) != -1) {
         switch (ch) {
         case 't': {
@@ -185,6 +188,12 @@ int cli_session_exec(int argc, char **argv, cli_guard_paths_fn guard_paths)
     }
     cli_jw_raw(&w, "]}");
     char *text = cli_jw_take(&w);
+    if (text && strlen(text) > A3S_SIO_MAX_FRAME) {
+        free(text);
+        die_usage("the request is larger than a session takes (%u MiB of arguments, "
+                  "environment entries and paths): run this command on its own",
+                  A3S_SIO_MAX_FRAME >> 20);
+    }
     int conn = connect_to(id, NULL);
     if (!text || conn < 0) {
         json_error("setup", "session %s: no such session", id);

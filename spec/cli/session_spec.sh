@@ -336,6 +336,27 @@ A3S=$EXEC run_cli 0000000000000000 --json -- true
 check "a3s-sandbox-exec: no such session (125)" eq "$RC" 125
 check "a3s-sandbox-exec: ... one JSON refusal on stdout" eq \
   "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["error"]["code"])' "$OUT")" setup
+# --json as getopt reads it: abbreviated it counts, as -c's value or a program's word not.
+for cl in "$EXEC $xid" "$A3S session exec $xid"; do
+  read -r -a clv <<<"$cl"
+  A3S=${clv[0]} run_cli "${clv[@]:1}" --jso -t 0 -c true
+  check "${clv[0]##*/}: --jso refused with one JSON object on stdout" eq \
+    "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["error"]["code"])' "$OUT" 2>&1)" usage
+  A3S=${clv[0]} run_cli 0000000000000000 -c --json
+  check "${clv[0]##*/}: '-c --json' (a command, not the option): no JSON on stdout" eq "$OUT" ""
+done
+{ "$EXEC" 0000000000000000 --json -- true 2>/dev/null; echo "rc=$?" >"$ws/x-rc"; } | true
+check "a3s-sandbox-exec: a refusal's reader gone is 125, not a death by SIGPIPE" eq \
+  "$(cat "$ws/x-rc")" "rc=125"
+rm -f "$ws/x-rc"
+# (1.6 MB of arguments, each byte written as \u0001 in the request: 9.6 MB.)
+python3 -c '
+import os, sys
+os.execv(sys.argv[1], [sys.argv[1], sys.argv[2], "--", "true"] + ["\x01" * 100000] * 16)' \
+  "$EXEC" "$xid" >/dev/null 2>"$ws/x-err"
+check "a3s-sandbox-exec: a request over 8 MiB is refused (125) as such" eq \
+  "$?:$(grep -c 'larger than a session takes' "$ws/x-err")" "125:1"
+rm -f "$ws/x-err"
 "$A3S" session stop "$xid"
 # ... and inside the workspace, protected as the CLI is.
 mkdir "$cws/bin"
@@ -347,6 +368,19 @@ out=$("$cws/bin/a3s-sandbox-exec" "$cid" -c \
   '{ echo evil > bin/a3s-sandbox-exec; } 2>/dev/null && echo wrote; rm -f bin/a3s-sandbox-exec 2>/dev/null && echo removed; mv bin b2 2>/dev/null && echo moved; true' 2>&1 </dev/null)
 check "a3s-sandbox-exec in the workspace: the command can neither write, remove nor move it" eq "$out" ""
 check "... it is unchanged" eq "$(sha256sum <"$cws/bin/a3s-sandbox-exec")" "$sum"
+# ... a link to it, found by the shell through an empty PATH entry (a trailing ':', the
+# current directory) or a '~' entry, is protected too.
+ln -s "$EXEC" "$cws/sx"
+mkdir "$cws/tools" 2>/dev/null
+ln -s "$EXEC" "$cws/tools/sx2"
+out=$(cd "$cws" && PATH=/usr/bin:/bin: sx "$cid" -c 'ln -sfn /bin/false sx 2>/dev/null && echo replaced; true' 2>&1 </dev/null)
+check "a link to a3s-sandbox-exec found through PATH's trailing ':' cannot be replaced" \
+  not_contains "$out" replaced
+check "... it is still the link to the program" eq "$(readlink "$cws/sx")" "$EXEC"
+out=$(cd / && HOME=$cws PATH='~/tools:/usr/bin:/bin' bash -c "sx2 $cid -c 'ln -sfn /bin/false tools/sx2 2>/dev/null && echo replaced; true'" 2>&1 </dev/null)
+check "a link to a3s-sandbox-exec found through a '~' PATH entry cannot be replaced" \
+  not_contains "$out" replaced
+check "... it is still the link to the program" eq "$(readlink "$cws/tools/sx2")" "$EXEC"
 "$A3S" session stop "$cid"
 
 # The workspace path re-pointed between commands, or turned into HOME: refused.
