@@ -233,10 +233,16 @@ static void close_keep(const a3s_launch *l)
 /* ns_pidfd: the sandbox's first process (pid 1 of its pid namespace), or -1. */
 static void kill_tree(pid_t pgid, int pidfd, int ns_pidfd)
 {
-    /* The group first (stragglers outside bwrap's pid namespace in process-host mode),
-     * then the top process, then the namespace's pid 1: its end tears the whole pid
-     * namespace down (bwrap's death alone does not always end it: the launcher's
-     * parent-death signal is not kept by every identity switch). */
+    /* With the namespace's pid 1 known, it alone: its end tears the whole pid namespace
+     * down, and its parent (bwrap, or a session's joining launcher, all that is outside
+     * the namespace) reaps it and exits by itself. Killed at once, that parent would
+     * leave pid 1 a zombie of the host's init. */
+    if (ns_pidfd >= 0 && sys_pidfd_send_signal(ns_pidfd, SIGKILL) == 0)
+        return;
+    /* Else the group first (stragglers outside bwrap's pid namespace in process-host
+     * mode), then the top process, then pid 1 (bwrap's death alone does not always end
+     * the namespace: the launcher's parent-death signal is not kept by every identity
+     * switch). */
     if (kill(-pgid, SIGKILL) < 0 && errno != ESRCH) {
         /* nothing more to do: the pidfd signals below still apply */
     }
