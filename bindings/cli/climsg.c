@@ -11,15 +11,20 @@
 
 bool json_errors;
 
+/* The message (malloc'd), or NULL when out of memory. */
+__attribute__((format(printf, 1, 0))) static char *format(const char *fmt, va_list ap)
+{
+    char *msg = NULL;
+    return vasprintf(&msg, fmt, ap) < 0 ? NULL : msg;
+}
+
 void json_error(const char *code, const char *fmt, ...)
 {
     if (!json_errors)
         return;
-    char *msg = NULL;
     va_list ap;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
+    char *msg = format(fmt, ap);
     va_end(ap);
     cli_jw w = {0};
     cli_jw_raw(&w, "{\"error\":{\"code\":");
@@ -43,11 +48,9 @@ void json_error(const char *code, const char *fmt, ...)
 
 void die_usage(const char *fmt, ...)
 {
-    char *msg = NULL;
     va_list ap;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
+    char *msg = format(fmt, ap);
     va_end(ap);
     fprintf(stderr, "a3s-sandbox: %s\n(run 'a3s-sandbox --help' for usage)\n",
             msg ? msg : "invalid command line (out of memory)");
