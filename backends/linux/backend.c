@@ -7,6 +7,7 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bwrap.h"
@@ -151,7 +153,7 @@ int a3s_linux_run_new(const char *tmp, bool sweep, a3s_backend_run **out, const 
     a3s_backend_run *run = calloc(1, sizeof *run);
     if (!run)
         return a3s_fail(err, A3S_ERR_INTERNAL, "out of memory");
-    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = run->held_mnt = -1;
+    run->ws_mnt = run->scratch_mnt = run->host_cwd_fd = run->held_mnt = run->late_pidfd = -1;
     run->ahead = (a3s_warm)A3S_WARM_NONE;
     if (a3s_runres_open(&run->res, tmp, sweep, err) < 0) {
         free(run);
@@ -191,6 +193,14 @@ static void lb_run_close(a3s_backend *base, a3s_backend_run *run)
         close(run->scratch_mnt);
     if (run->held_mnt >= 0)
         close(run->held_mnt); /* the command's mounts torn down now, all at once */
+    if (run->late_pidfd >= 0) {
+        /* Its launcher, done with a command that ended: it exits on its own. */
+        siginfo_t si;
+        while (waitid((idtype_t)P_PIDFD, (id_t)run->late_pidfd, &si, WEXITED) < 0 &&
+               errno == EINTR) {
+        }
+        close(run->late_pidfd);
+    }
     a3s_runres_close(&run->res);
     free(run);
 }

@@ -469,7 +469,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
     char launch_buf[64];
     size_t launch_len = 0;
     int started_fd = l->started_fd, status_fd = warm_status >= 0 ? warm_status : l->status_fd;
-    bool exited = false, killed = false;
+    bool exited = false, killed = false, ended = false;
     unsigned long long exit_ms = 0;
 
     for (;;) {
@@ -532,6 +532,8 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
         }
         if (exited && out_p[0] < 0 && errp[0] < 0 && started_fd < 0 && status_fd < 0)
             break;
+        if (ended && !killed && out_p[0] < 0 && errp[0] < 0)
+            break; /* the launcher's own exit is the caller's to reap (late_pidfd) */
         /* After the top process is gone, its tree is being torn down; once killed we
          * give the pipes a short bounded drain instead of waiting forever. */
         int wait_ms = -1;
@@ -583,11 +585,13 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
                         }
                     }
                 }
-                char *x = launch_len > 1 ? strchr(launch_buf + 1, 'X') : NULL;
+                char *x = launch_len > 1 ? strpbrk(launch_buf + 1, "XZ") : NULL;
                 char *end = x ? strchr(x, '\n') : NULL;
                 if (x && end) {
                     o->has_command_status = true;
                     o->command_status = atoi(x + 1);
+                    /* "Z": nothing of the command's namespace is left but its pid 1. */
+                    ended = *x == 'Z' && l->late_pidfd;
                 }
                 char *ef = launch_len > 1 ? strchr(launch_buf + 1, 'E') : NULL;
                 if (ef && strchr(ef, '\n')) {
@@ -746,11 +750,16 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
 out:
     if (!keep_closed)
         close_keep(l);
-    if (!reaped && pid > 0) {
+    bool late = rc == 0 && ended && !killed && !reaped && pidfd >= 0;
+    if (late) {
+        *l->late_pidfd = pidfd; /* pid 1 and the launcher above it, exiting on their own */
+        pidfd = -1;
+    } else if (!reaped && pid > 0) {
         kill_tree(pid, pidfd >= 0 ? pidfd : -1, ns_pidfd);
         (void)waitpid(pid, NULL, 0);
     }
-    a3s_nspid_wait(ns_pidfd);
+    if (!late)
+        a3s_nspid_wait(ns_pidfd);
     close_fd(&out_p[0]);
     close_fd(&out_p[1]);
     close_fd(&errp[0]);

@@ -85,10 +85,16 @@ typedef struct a3s_launch {
     struct a3s_warm *warm;
     char *const *warm_argv;
     char *const *warm_envp;
+    /* A session's command, whose launcher is pid 1 of the command's pid namespace: when
+     * it says "Z" (the command ended, and it killed and reaped everything else of its
+     * namespace), the run ends there; the top process, still exiting, is not waited for,
+     * and its pidfd is left in *late_pidfd for the caller to reap (else -1). NULL: "Z"
+     * is read as "X". */
+    int *late_pidfd;
 } a3s_launch;
 
 /* Run to completion. Returns 0 when the process was spawned and reaped (whatever its
- * status) and fills o; -1 with err when it could not be spawned (nothing ran). The keep
+ * status; or its pidfd left in *l->late_pidfd, see there) and fills o; -1 with err when it could not be spawned (nothing ran). The keep
  * fds are consumed (closed on every path); started_fd, status_fd and stdin_fd stay owned
  * by the caller. */
 int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err);

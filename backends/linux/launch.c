@@ -19,7 +19,8 @@
  * command): "S" once the sandbox is set up (anything failing before that is the
  * sandbox's failure, not the command's; on a socket, with a pidfd of pid 1); then
  * "E<errno>\n" if the command's process could not even be forked (a setup failure too),
- * or, after the command ended, "X<wait status>\n", so the supervisor can report a death by signal
+ * or, after the command ended, "X<wait status>\n" (as pid 1 of the namespace, "Z...",
+ * once nothing else of it is left), so the supervisor can report a death by signal
  * exactly. fd 3 and 4 (bwrap's status pipe) never reach the command. The launcher is not
  * dumpable, so the command (same uid) cannot ptrace it to forge that status.
  *
@@ -65,11 +66,12 @@ static bool in_sandbox_pidns(void)
     return n > 0 && strncmp(comm, "bwrap\n", 6) == 0;
 }
 
-/* The command's end as the launcher reports it (fd 3) and exits with. */
-static int report_status(int status)
+/* The command's end as the launcher reports it (fd 3: "X", or "Z" when nothing else of
+ * the namespace is left) and exits with. */
+static int report_status(int status, char kind)
 {
     char msg[32];
-    int n = snprintf(msg, sizeof msg, "X%d\n", status);
+    int n = snprintf(msg, sizeof msg, "%c%d\n", kind, status);
     if (n > 0)
         (void)!write(A3S_FD_STARTED, msg, (size_t)n);
     if (WIFEXITED(status))
@@ -121,6 +123,24 @@ static int above_protocol_fds(int fd)
     return hi;
 }
 
+/* The command has ended: everything else of this namespace is killed and reaped (an
+ * orphan becomes this process's child before its parent is gone, so no child left means
+ * nobody left), this process lets go of the command's stdio, and only then says "Z":
+ * the supervisor may take that as the run's end without waiting for this exit. */
+static int end_as_init(int status)
+{
+    (void)kill(-1, SIGKILL); /* this namespace only: we are its pid 1 */
+    while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR) {
+    }
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd < 3; fd++)
+        if (null < 0 ? close(fd) < 0 && errno != EBADF : dup2(null, fd) < 0)
+            return report_status(status, 'X'); /* the plain end: waited for */
+    if (null > 2)
+        (void)close(null);
+    return report_status(status, 'Z');
+}
+
 /* pid 1 of a session's command: wait for the command, reaping every orphan meanwhile;
  * the supervisor's lifeline (fd 3) as below. Once it returns, the kernel kills what is
  * left in the namespace, as when bwrap's pid 1 exits. */
@@ -144,7 +164,7 @@ static int reap_as_init(pid_t cmd, int sfd)
          * the deadline, as any stopped command does). */
         while ((w = waitpid(-1, &status, WNOHANG)) > 0)
             if (w == cmd && (WIFEXITED(status) || WIFSIGNALED(status)))
-                return report_status(status);
+                return end_as_init(status);
         if (w < 0 && errno == ECHILD)
             return A3S_EXIT_SETUP;
     }
@@ -310,7 +330,7 @@ static int launch(char **cmd)
         if (errno != EINTR)
             return A3S_EXIT_SETUP;
     }
-    return report_status(status);
+    return report_status(status, 'X');
 }
 
 typedef struct flags {

@@ -57,6 +57,9 @@ struct a3s_backend_run {
     /* A session's command: its mount namespace, held from its launcher's "R" (warm.h) to
      * run_close, so that its teardown follows the run's end instead of delaying it. */
     int held_mnt;
+    /* ... and its launcher's pidfd, when the command's end came first (exec.h: "Z"):
+     * reaped at run_close. */
+    int late_pidfd;
     bool ahead_mapped; /* ... with the mapped identity */
 };
 

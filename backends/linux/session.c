@@ -349,6 +349,9 @@ int a3s_linux_session_exec(a3s_linux_backend *be, a3s_backend_run *run, const a3
     l.keep[l.nkeep++] = (a3s_fdmap){filter, A3S_FD_SECCOMP, false};
     l.keep[l.nkeep++] = (a3s_fdmap){setup_fd, A3S_FD_SETUP, false};
     l.warm = warm ? &s->warm : NULL;
+    /* Its launcher is pid 1 of the command's namespace: the command's end ("Z") ends the
+     * run, its launcher is reaped at run_close. */
+    l.late_pidfd = warm ? &run->late_pidfd : NULL;
     if (run->mapped) {
         l.keep[l.nkeep++] = (a3s_fdmap){run->ws_mnt, A3S_FD_WS_MOUNT, false};
         l.keep[l.nkeep++] = (a3s_fdmap){run->scratch_mnt, A3S_FD_SCRATCH_MOUNT, false};
