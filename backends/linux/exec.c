@@ -704,7 +704,7 @@ int a3s_exec_run(const a3s_launch *l, a3s_outcome *o, a3s_error *err)
             if (setup_phase)
                 o->setup_timed_out = true; /* the command never started */
             else
-                o->timed_out = !exited;
+                o->timed_out = !exited && !ended; /* after "Z": only a pipe held open */
             kill_tree(pid, pidfd, ns_pidfd);
             if (exited)
                 exit_ms = a3s_now_ms();
