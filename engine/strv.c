@@ -1,5 +1,5 @@
-/* Growable NULL-terminated string vectors (util.h: a3s_strv), in a file of their own so
- * that the session client links them without the rest of util.c. */
+/* Growable strings and NULL-terminated string vectors (util.h: a3s_sbuf, a3s_strv), in a
+ * file of their own so that the session client links them without the rest of util.c. */
 #include "util.h"
 
 #include <stdarg.h>
@@ -52,4 +52,30 @@ void a3s_strv_free(a3s_strv *sv)
     free(sv->v);
     sv->v = NULL;
     sv->n = sv->cap = 0;
+}
+
+void a3s_sbuf_add(a3s_sbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->failed = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+void a3s_sbuf_adds(a3s_sbuf *b, const char *s)
+{
+    a3s_sbuf_add(b, s, strlen(s));
 }

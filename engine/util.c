@@ -45,32 +45,6 @@ int a3s_fail_errno(a3s_error *err, int code, int errnum, const char *fmt, ...)
     return -1;
 }
 
-void a3s_sbuf_add(a3s_sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
-void a3s_sbuf_adds(a3s_sbuf *b, const char *s)
-{
-    a3s_sbuf_add(b, s, strlen(s));
-}
-
 char *a3s_strdup(const char *s)
 {
     return s ? strdup(s) : NULL;

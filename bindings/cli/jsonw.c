@@ -7,30 +7,9 @@
 
 #include "json_text.h"
 
-static void put(cli_jw *w, const char *p, size_t n)
-{
-    if (w->oom)
-        return;
-    if (w->len + n + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < w->len + n + 1)
-            cap *= 2;
-        char *b = realloc(w->buf, cap);
-        if (!b) {
-            w->oom = true;
-            return;
-        }
-        w->buf = b;
-        w->cap = cap;
-    }
-    memcpy(w->buf + w->len, p, n);
-    w->len += n;
-    w->buf[w->len] = '\0';
-}
-
 void cli_jw_raw(cli_jw *w, const char *text)
 {
-    put(w, text, strlen(text));
+    a3s_sbuf_add(w, text, strlen(text));
 }
 
 bool cli_jw_str(cli_jw *w, const char *s)
@@ -38,30 +17,30 @@ bool cli_jw_str(cli_jw *w, const char *s)
     size_t n = strlen(s);
     if (!a3s_json_is_utf8(s, n))
         return false;
-    put(w, "\"", 1);
+    a3s_sbuf_add(w, "\"", 1);
     size_t from = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
-        put(w, s + from, i - from);
+        a3s_sbuf_add(w, s + from, i - from);
         from = i + 1;
         char esc[8];
         switch (c) {
-        case '"': put(w, "\\\"", 2); break;
-        case '\\': put(w, "\\\\", 2); break;
-        case '\b': put(w, "\\b", 2); break;
-        case '\f': put(w, "\\f", 2); break;
-        case '\n': put(w, "\\n", 2); break;
-        case '\r': put(w, "\\r", 2); break;
-        case '\t': put(w, "\\t", 2); break;
+        case '"': a3s_sbuf_add(w, "\\\"", 2); break;
+        case '\\': a3s_sbuf_add(w, "\\\\", 2); break;
+        case '\b': a3s_sbuf_add(w, "\\b", 2); break;
+        case '\f': a3s_sbuf_add(w, "\\f", 2); break;
+        case '\n': a3s_sbuf_add(w, "\\n", 2); break;
+        case '\r': a3s_sbuf_add(w, "\\r", 2); break;
+        case '\t': a3s_sbuf_add(w, "\\t", 2); break;
         default:
             snprintf(esc, sizeof esc, "\\u%04X", c);
-            put(w, esc, 6);
+            a3s_sbuf_add(w, esc, 6);
         }
     }
-    put(w, s + from, n - from);
-    put(w, "\"", 1);
+    a3s_sbuf_add(w, s + from, n - from);
+    a3s_sbuf_add(w, "\"", 1);
     return true;
 }
 
@@ -71,20 +50,20 @@ void cli_jw_bytes(cli_jw *w, const char *s)
         return;
     char *enc = a3s_json_base64_encode(s, strlen(s));
     if (!enc) {
-        w->oom = true;
+        w->failed = true;
         return;
     }
-    put(w, "{\"base64\":\"", 11);
-    put(w, enc, strlen(enc));
-    put(w, "\"}", 2);
+    a3s_sbuf_add(w, "{\"base64\":\"", 11);
+    a3s_sbuf_add(w, enc, strlen(enc));
+    a3s_sbuf_add(w, "\"}", 2);
     free(enc);
 }
 
 char *cli_jw_take(cli_jw *w)
 {
-    char *b = w->oom ? NULL : w->buf;
-    if (w->oom)
-        free(w->buf);
+    char *b = w->failed ? NULL : w->s;
+    if (w->failed)
+        free(w->s);
     *w = (cli_jw){0};
     return b;
 }

@@ -7,11 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct cli_jw {
-    char *buf;
-    size_t len, cap;
-    bool oom; /* an allocation failed: cli_jw_take gives NULL */
-} cli_jw;
+#include "util.h"
+
+/* The text so far (an allocation failure: cli_jw_take gives NULL). */
+typedef a3s_sbuf cli_jw;
 
 /* Append text as it is (JSON punctuation, numbers, true/false/null). */
 void cli_jw_raw(cli_jw *w, const char *text);
